@@ -1,0 +1,150 @@
+//! The sandbox's cost, measured against bare Node in the same run (the machine is shared
+//! and noisy, so only ratios mean anything). Run as root: `cargo bench --bench overhead`
+//! (N=200 by default; `OVERHEAD_N=50` for a quick look). It builds the release binary
+//! first through cargo.
+//!
+//! Bare: `node tool.js < input.json`. Sandboxed: `openvibe-skill-runner run-job job.json`
+//! (a whole CLI start, job validation, input layout, cgroup, namespaces, landlock, seccomp,
+//! Node, cleanup). Both run the same trivial tool on the same input.
+
+use base64::Engine as _;
+use sha2::Digest;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TOOL: &str = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>{const i=JSON.parse(d);process.stdout.write(JSON.stringify({words:i.text.split(/\\s+/).filter(Boolean).length}))});";
+const INPUT: &str = r#"{"text":"the quick brown fox jumps over the lazy dog"}"#;
+
+fn bin() -> PathBuf {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let status = Command::new("cargo")
+        .args(["build", "--release", "--quiet"])
+        .current_dir(&root)
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "cargo build --release failed");
+    root.join("target/release/openvibe-skill-runner")
+}
+
+fn run_bare(node: &Path, dir: &Path) -> Duration {
+    let t = Instant::now();
+    let mut child = Command::new(node)
+        .arg(dir.join("tool.js"))
+        .current_dir(dir)
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn node");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(INPUT.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("node");
+    let d = t.elapsed();
+    assert_eq!(out.stdout, b"{\"words\":9}", "bare node output");
+    d
+}
+
+fn run_sandboxed(bin: &Path, state: &Path, job: &Path) -> Duration {
+    let t = Instant::now();
+    let out = Command::new(bin)
+        .arg("--state-dir")
+        .arg(state)
+        .arg("run-job")
+        .arg(job)
+        .output()
+        .expect("run-job");
+    let d = t.elapsed();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("\"status\":\"ok\"") && text.contains("{\"words\":9}"),
+        "sandboxed run failed: {text}"
+    );
+    d
+}
+
+fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let median = ms(v[v.len() / 2]);
+    let p95 = ms(v[((v.len() as f64) * 0.95) as usize - 1]);
+    (median, p95)
+}
+
+/// Jobs per second with `conc` at once, `n` jobs in all.
+fn throughput(n: usize, conc: usize, f: impl Fn() -> Duration + Sync) -> f64 {
+    let t = Instant::now();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..conc {
+            s.spawn(|| {
+                while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < n {
+                    f();
+                }
+            });
+        }
+    });
+    n as f64 / t.elapsed().as_secs_f64()
+}
+
+fn main() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("overhead: run as root (the sandbox needs it)");
+        std::process::exit(2);
+    }
+    let n: usize = std::env::var("OVERHEAD_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let bin = bin();
+    let node = PathBuf::from(openvibe_skill_runner::runtime::PINNED_PATH);
+    let tmp = tempfile::tempdir().expect("tmp");
+    let dir = tmp.path().join("skill");
+    std::fs::create_dir(&dir).expect("dir");
+    std::fs::write(dir.join("tool.js"), TOOL).expect("tool");
+    let job = serde_json::json!({
+        "job_id": "bench",
+        "class": "function",
+        "artifact": "openvibe-skill-runner@1.0.0",
+        "args": {"tool": "count_words", "entry": "tool.js", "input": serde_json::from_str::<serde_json::Value>(INPUT).expect("input")},
+        "inputs": [{"name": "tool.js", "sha256": hex::encode(sha2::Sha256::digest(TOOL)),
+                    "content_base64": base64::engine::general_purpose::STANDARD.encode(TOOL)}],
+    });
+    let job_path = tmp.path().join("job.json");
+    std::fs::write(&job_path, serde_json::to_vec(&job).expect("json")).expect("job");
+    let state = tmp.path().join("state");
+
+    // Warm both paths (page cache, runtime record) before measuring.
+    for _ in 0..5 {
+        run_bare(&node, &dir);
+        run_sandboxed(&bin, &state, &job_path);
+    }
+    // Interleave so that noise on the machine hits both alike.
+    let mut bare = Vec::with_capacity(n);
+    let mut boxed = Vec::with_capacity(n);
+    for _ in 0..n {
+        bare.push(run_bare(&node, &dir));
+        boxed.push(run_sandboxed(&bin, &state, &job_path));
+    }
+    let (bm, bp) = stats(bare);
+    let (sm, sp) = stats(boxed);
+    println!("sequential, {n} runs each:");
+    println!("  bare node     median {bm:7.2} ms   p95 {bp:7.2} ms");
+    println!("  run-job       median {sm:7.2} ms   p95 {sp:7.2} ms");
+    println!(
+        "  ratio         median {:7.3}      p95 {:7.3}",
+        sm / bm,
+        sp / bp
+    );
+    let tb = throughput(n, 2, || run_bare(&node, &dir));
+    let ts = throughput(n, 2, || run_sandboxed(&bin, &state, &job_path));
+    println!("concurrency 2, {n} jobs:");
+    println!("  bare node     {tb:7.1} jobs/s");
+    println!("  run-job       {ts:7.1} jobs/s");
+    println!("  ratio         {:7.3}", ts / tb);
+}

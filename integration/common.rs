@@ -1,0 +1,207 @@
+//! What every integration test needs: the binary, a state directory of its own, and the
+//! checks that nothing was left on the host.
+
+use openvibe_skill_runner::sandbox::cgroup::CgroupHost;
+use serde_json::Value;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_openvibe-skill-runner");
+/// The default `runner.sandbox_uid_base`: every job's uid is at or above it.
+pub const SANDBOX_UID_BASE: u64 = 2_100_000_000;
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The suite needs root and the pinned Node; without them it fails, loudly, rather than
+/// passing without having proved anything.
+pub fn require_host() {
+    assert!(
+        nix::unistd::geteuid().is_root(),
+        "the integration suite runs real sandboxes and must run as root (scripts/test)"
+    );
+    assert!(
+        Path::new(openvibe_skill_runner::runtime::PINNED_PATH).is_file(),
+        "the pinned Node is not installed: run scripts/install-node"
+    );
+}
+
+/// A state directory for one test, removed with it.
+pub struct State {
+    pub dir: tempfile::TempDir,
+}
+
+impl State {
+    pub fn new() -> State {
+        State {
+            dir: tempfile::Builder::new()
+                .prefix("ovsr-test-")
+                .tempdir()
+                .expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Runs `run-job` on a job given as JSON text; returns the result.
+    pub fn run_job_text(&self, text: &[u8]) -> Value {
+        let mut child = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(self.path())
+            .arg("run-job")
+            .arg("-")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the runner");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(text)
+            .expect("write the job");
+        let out = child.wait_with_output().expect("wait for the runner");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "run-job exits 0 whenever it printed a result; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let result = parse_result(&out.stdout);
+        self.assert_clean();
+        result
+    }
+
+    pub fn run_job(&self, job: &Value) -> Value {
+        self.run_job_text(&serde_json::to_vec(job).expect("job json"))
+    }
+
+    /// Runs `run SKILL --json` for one tool.
+    pub fn run_skill(&self, skill: &Path, tool: &str, input: &Value, extra: &[String]) -> Value {
+        let out = Command::new(BIN)
+            .arg("--state-dir")
+            .arg(self.path())
+            .arg("run")
+            .arg(skill)
+            .arg("--tool")
+            .arg(tool)
+            .arg("--input")
+            .arg(input.to_string())
+            .arg("--json")
+            .args(extra)
+            .output()
+            .expect("run the runner");
+        let result = parse_result(&out.stdout);
+        self.assert_clean();
+        result
+    }
+
+    /// Nothing of a finished job remains: no job directory, no mount under the state dir.
+    pub fn assert_clean(&self) {
+        let jobs = self.path().join("jobs");
+        if jobs.exists() {
+            let left: Vec<_> = std::fs::read_dir(&jobs)
+                .expect("read jobs dir")
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .collect();
+            assert!(left.is_empty(), "job directories left behind: {left:?}");
+        }
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        let me = self.path().display().to_string();
+        assert!(
+            !mounts.contains(&me),
+            "a mount under the state directory is left on the host"
+        );
+    }
+}
+
+pub fn parse_result(stdout: &[u8]) -> Value {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text.lines().last().unwrap_or("");
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"))
+}
+
+/// Processes running as a sandbox uid: none may be left once every job has ended.
+pub fn sandbox_processes() -> Vec<(i32, u64)> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for e in entries.filter_map(Result::ok) {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        for line in status.lines() {
+            if let Some(rest) = line.strip_prefix("Uid:") {
+                let uid: u64 = rest
+                    .split_whitespace()
+                    .next()
+                    .and_then(|u| u.parse().ok())
+                    .unwrap_or(0);
+                if uid >= SANDBOX_UID_BASE && uid < u32::MAX as u64 {
+                    found.push((pid, uid));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Job cgroups of jobs whose id starts with `prefix` still on the host.
+pub fn leftover_cgroups(prefix: &str) -> Vec<PathBuf> {
+    let host = CgroupHost::detect(None).expect("cgroups detect");
+    host.leftovers()
+        .expect("list cgroups")
+        .into_iter()
+        .filter(|p| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().starts_with(prefix))
+                .unwrap_or(false)
+        })
+        .collect()
+}
+
+/// Asserts a result's status and reason, showing the whole result when they differ.
+pub fn assert_status(result: &Value, status: &str, reason: Option<&str>) {
+    let got_status = result["status"].as_str().unwrap_or("?");
+    let got_reason = result["reason"].as_str();
+    assert!(
+        got_status == status && got_reason == reason,
+        "expected {status}/{reason:?}, got {got_status}/{got_reason:?}: {result:#}"
+    );
+}
+
+static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Tests take turns on the host so that "no sandbox process is left" means this test's.
+pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
+    HOST.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// After a test: no process of any sandbox uid, no cgroup of its jobs.
+pub fn assert_host_clean(job_prefix: &str) {
+    // The kernel may take a moment to reap the last killed process.
+    let mut procs = sandbox_processes();
+    for _ in 0..50 {
+        if procs.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        procs = sandbox_processes();
+    }
+    assert!(
+        procs.is_empty(),
+        "sandbox processes left running: {procs:?}"
+    );
+    let cgroups = leftover_cgroups(job_prefix);
+    assert!(cgroups.is_empty(), "job cgroups left behind: {cgroups:?}");
+}

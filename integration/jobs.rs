@@ -1,0 +1,210 @@
+//! Jobs built by hand and sent to `run-job`: malformed jobs, integrity failures, and
+//! tools that need no skill folder.
+
+use crate::common::*;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::Digest;
+
+fn sha(bytes: &[u8]) -> String {
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A job running `code` as `tool.js`, with `input`.
+fn job(id: &str, code: &str, input: Value) -> Value {
+    json!({
+        "job_id": id,
+        "class": "function",
+        "artifact": "openvibe-skill-runner@1.0.0",
+        "args": {"tool": "probe", "entry": "tool.js", "input": input},
+        "inputs": [{
+            "name": "tool.js",
+            "media_id": "med_test",
+            "sha256": sha(code.as_bytes()),
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
+        }],
+        "net": "deny",
+        "limits": {"wall_ms": 10000, "mem_bytes": 134217728}
+    })
+}
+
+const ECHO: &str = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(JSON.stringify({got:JSON.parse(d)})));";
+
+#[test]
+fn a_benign_job_runs_and_reports_its_measurements() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let r = state.run_job(&job("itest-echo", ECHO, json!({"text": "hi"})));
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], json!({"got": {"text": "hi"}}));
+    assert_eq!(r["job_id"], "itest-echo");
+    assert_eq!(r["exit_code"], 0);
+    assert_eq!(r["node"], "v24.22.3");
+    assert!(r["wall_ms"].as_u64().unwrap_or(0) > 0);
+    assert!(
+        r["cpu_ms"].as_u64().unwrap_or(0) > 0,
+        "cpu from the cgroup: {r}"
+    );
+    assert!(r["mem_peak_bytes"].as_u64().unwrap_or(0) > 1 << 20, "{r}");
+    assert_eq!(r["egress"], json!([]));
+    assert_host_clean("itest-echo");
+}
+
+#[test]
+fn malformed_jobs_are_rejected_and_nothing_runs() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let good = job("itest-bad", ECHO, json!({}));
+    let mut cases: Vec<(&str, Value, &str)> = Vec::new();
+    let mut j = good.clone();
+    j["surprise"] = json!(1);
+    cases.push(("unknown top-level field", j, "invalid_job"));
+    let mut j = good.clone();
+    j["args"]["extra"] = json!(1);
+    cases.push(("unknown args field", j, "invalid_job"));
+    let mut j = good.clone();
+    j["class"] = json!("container");
+    cases.push(("class", j, "invalid_job"));
+    let mut j = good.clone();
+    j["artifact"] = json!("openvibe-skill-runner@1.0.1");
+    cases.push(("artifact", j, "invalid_job"));
+    let mut j = good.clone();
+    j["limits"]["wall_ms"] = json!(30001);
+    cases.push(("wall above cap", j, "limits_above_cap"));
+    let mut j = good.clone();
+    j["limits"]["mem_bytes"] = json!(268435457u64);
+    cases.push(("memory above cap", j, "limits_above_cap"));
+    let mut j = good.clone();
+    j["net"] = json!("everything");
+    cases.push(("unknown net", j, "invalid_job"));
+    let mut j = good.clone();
+    j["args"]["entry"] = json!("../tool.js");
+    cases.push(("entry traverses", j, "invalid_job"));
+    let mut j = good.clone();
+    j["inputs"][0]["name"] = json!("../tool.js");
+    cases.push(("input name traverses", j, "invalid_job"));
+    let mut j = good.clone();
+    j["args"]["tool"] = json!("Probe");
+    cases.push(("tool name", j, "invalid_job"));
+    let mut j = good.clone();
+    j["job_id"] = json!("id with spaces");
+    cases.push(("job id", j, "invalid_job"));
+    for (what, j, reason) in cases {
+        let r = state.run_job(&j);
+        assert_eq!(r["status"], "rejected", "{what}: {r}");
+        assert_eq!(r["reason"], reason, "{what}: {r}");
+        assert!(
+            r["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{what}"
+        );
+        assert!(r.get("output").is_none(), "{what}");
+    }
+    for garbage in [&b"not json"[..], b"", b"[]", b"{\"job_id\":", b"\xff\xfe"] {
+        let r = state.run_job_text(garbage);
+        assert_eq!(r["status"], "rejected", "{r}");
+        assert_eq!(r["reason"], "invalid_job", "{r}");
+    }
+    assert_host_clean("itest-bad");
+}
+
+#[test]
+fn a_wrong_hash_or_missing_bytes_is_integrity_and_nothing_runs() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    // The code would leave a mark if it ran: it cannot write, but it would print output.
+    let mut j = job("itest-integrity", ECHO, json!({}));
+    j["inputs"][0]["sha256"] = json!(sha(b"other bytes"));
+    let r = state.run_job(&j);
+    assert_status(&r, "integrity", Some("sha256_mismatch"));
+    assert!(
+        r["message"].as_str().unwrap_or("").contains("tool.js"),
+        "{r}"
+    );
+    assert_eq!(r["wall_ms"], 0);
+
+    let code = "process.stdout.write('1')//never cached";
+    let mut j = job("itest-integrity", code, json!({}));
+    j["inputs"][0]
+        .as_object_mut()
+        .expect("input")
+        .remove("content_base64");
+    let r = state.run_job(&j);
+    assert_status(&r, "integrity", Some("input_missing"));
+
+    // Once the bytes were seen, the cache has them (verified again on read).
+    let j = job("itest-integrity", code, json!({}));
+    assert_status(&state.run_job(&j), "ok", None);
+    let mut j = job("itest-integrity", code, json!({}));
+    j["inputs"][0]
+        .as_object_mut()
+        .expect("input")
+        .remove("content_base64");
+    let r = state.run_job(&j);
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], json!(1));
+    assert_host_clean("itest-integrity");
+}
+
+#[test]
+fn networked_modes_are_refused_until_egress_exists() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    for net in ["openvibe-only", "public"] {
+        let mut j = job("itest-net", ECHO, json!({}));
+        j["net"] = json!(net);
+        let r = state.run_job(&j);
+        assert_status(&r, "rejected", Some("net_unsupported"));
+        assert_eq!(r["net"], net);
+    }
+    assert_host_clean("itest-net");
+}
+
+#[test]
+fn binary_and_invalid_inputs_are_refused() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let mut j = job("itest-binary", ECHO, json!({}));
+    let elf = b"\x7fELF\x02\x01\x01\x00\x00\x00";
+    j["inputs"].as_array_mut().expect("inputs").push(json!({
+        "name": "payload.bin",
+        "sha256": sha(elf),
+        "content_base64": base64::engine::general_purpose::STANDARD.encode(elf),
+    }));
+    let r = state.run_job(&j);
+    assert_status(&r, "rejected", Some("invalid_job"));
+    let big = "x".repeat(64 * 1024 + 1);
+    let r = state.run_job(&job("itest-binary", &big, json!({})));
+    assert_status(&r, "rejected", Some("invalid_job"));
+    assert_host_clean("itest-binary");
+}
+
+#[test]
+fn a_tool_that_never_reads_a_large_input_does_not_hang() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let big = "y".repeat(250 * 1024);
+    let code = "process.stdout.write(JSON.stringify({ignored:true}))";
+    let r = state.run_job(&job("itest-noread", code, json!(big)));
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], json!({"ignored": true}));
+    assert_host_clean("itest-noread");
+}
+
+#[test]
+fn output_split_inside_a_utf8_sequence_is_reassembled() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    // "é" is C3 A9: the two bytes go out in two writes with a pause between.
+    let code = "process.stdout.write(Buffer.from([0x22,0xc3]));setTimeout(()=>process.stdout.write(Buffer.from([0xa9,0x22])),50);";
+    let r = state.run_job(&job("itest-utf8", code, json!({})));
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], json!("é"));
+    assert_host_clean("itest-utf8");
+}

@@ -1,0 +1,184 @@
+//! Every case of every skill under test-skills/: benign tools give their exact output,
+//! hostile ones end with the exact status and reason SPEC.md gives them.
+
+use crate::common::*;
+use serde::Deserialize;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    name: String,
+    tool: String,
+    #[serde(default)]
+    input: Value,
+    expect: Expect,
+    #[serde(default)]
+    why: String,
+    /// Paths on the host that must not exist after the case (what a write attack targets).
+    #[serde(default)]
+    host_must_not_exist: Vec<PathBuf>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Expect {
+    status: String,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    output: Option<Value>,
+    #[serde(default)]
+    stderr_contains: Option<String>,
+    #[serde(default)]
+    stderr_truncated: Option<bool>,
+    #[serde(default)]
+    limits: Option<Limits>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Limits {
+    wall_ms: Option<u64>,
+    mem_bytes: Option<u64>,
+}
+
+fn cases() -> Vec<(PathBuf, Case)> {
+    let mut all = Vec::new();
+    let root = repo().join("test-skills");
+    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("test-skills")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.join("cases.json").is_file())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let text = std::fs::read(dir.join("cases.json")).expect("read cases.json");
+        let list: Vec<Case> = serde_json::from_slice(&text)
+            .unwrap_or_else(|e| panic!("{}/cases.json: {e}", dir.display()));
+        for c in list {
+            all.push((dir.clone(), c));
+        }
+    }
+    all
+}
+
+fn check(dir: &Path, case: &Case) -> Result<(), String> {
+    let state = State::new();
+    let mut extra = Vec::new();
+    if let Some(l) = &case.expect.limits {
+        if let Some(w) = l.wall_ms {
+            extra.push("--wall-ms".to_string());
+            extra.push(w.to_string());
+        }
+        if let Some(m) = l.mem_bytes {
+            extra.push("--mem-bytes".to_string());
+            extra.push(m.to_string());
+        }
+    }
+    let r = state.run_skill(dir, &case.tool, &case.input, &extra);
+    let e = &case.expect;
+    let mut problems = Vec::new();
+    if r["status"] != e.status.as_str() || r["reason"].as_str() != e.reason.as_deref() {
+        problems.push(format!(
+            "status/reason {}/{} (expected {}/{:?})",
+            r["status"], r["reason"], e.status, e.reason
+        ));
+    }
+    if let Some(out) = &e.output {
+        if &r["output"] != out {
+            problems.push(format!("output {} (expected {out})", r["output"]));
+        }
+    }
+    if let Some(s) = &e.stderr_contains {
+        if !r["stderr"].as_str().unwrap_or("").contains(s.as_str()) {
+            problems.push(format!("stderr lacks {s:?}"));
+        }
+    }
+    if let Some(t) = e.stderr_truncated {
+        if r["stderr_truncated"] != t {
+            problems.push(format!(
+                "stderr_truncated {} (expected {t})",
+                r["stderr_truncated"]
+            ));
+        }
+    }
+    if r["runner"] != "openvibe-skill-runner@1.0.0" || r["net"] != "deny" {
+        problems.push("runner/net fields wrong".into());
+    }
+    if r["status"] == "ok"
+        && r["output"].is_null()
+        && e.output.is_some()
+        && e.output != Some(Value::Null)
+    {
+        problems.push("ok without output".into());
+    }
+    if r["status"] != "ok" && r.get("output").is_some() {
+        problems.push("output present on a non-ok result".into());
+    }
+    for p in &case.host_must_not_exist {
+        if p.exists() {
+            problems.push(format!("{} exists on the host", p.display()));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{}/{} ({}): {}\n  result: {}",
+            dir.file_name().unwrap_or_default().to_string_lossy(),
+            case.name,
+            case.why,
+            problems.join("; "),
+            r
+        ))
+    }
+}
+
+#[test]
+fn every_case_of_every_test_skill() {
+    require_host();
+    let _host = exclusive();
+    let all = cases();
+    assert!(
+        all.len() >= 20,
+        "expected the full set of test-skill cases, found {}",
+        all.len()
+    );
+    let queue = Arc::new(Mutex::new(all));
+    let failures = Arc::new(Mutex::new(Vec::new()));
+    let ran = Arc::new(Mutex::new(0usize));
+    // Two at a time: the machine has two cores, and jobs must not disturb each other.
+    let workers: Vec<_> = (0..2)
+        .map(|_| {
+            let queue = queue.clone();
+            let failures = failures.clone();
+            let ran = ran.clone();
+            std::thread::spawn(move || loop {
+                let next = queue.lock().unwrap_or_else(|p| p.into_inner()).pop();
+                let Some((dir, case)) = next else { break };
+                let outcome = std::panic::catch_unwind(|| check(&dir, &case))
+                    .unwrap_or_else(|_| Err(format!("{}: the check panicked", case.name)));
+                *ran.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+                if let Err(e) = outcome {
+                    failures.lock().unwrap_or_else(|p| p.into_inner()).push(e);
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+    let failures = failures.lock().unwrap_or_else(|p| p.into_inner());
+    assert!(
+        failures.is_empty(),
+        "{} case(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    assert_host_clean("run-");
+    println!(
+        "{} cases passed",
+        ran.lock().unwrap_or_else(|p| p.into_inner())
+    );
+}

@@ -1,0 +1,141 @@
+//! The runner's configuration file (TOML). Every key has a default, so a missing file
+//! is a valid configuration with skills off.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+pub const DEFAULT_CONFIG_PATH: &str = "/etc/openvibe-skill-runner/config.toml";
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/openvibe-skill-runner";
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub worker: Worker,
+    #[serde(default)]
+    pub runner: RunnerConfig,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Worker {
+    /// The artifacts this Link runs; the runner takes jobs only while its own is listed.
+    #[serde(default)]
+    pub functions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerConfig {
+    /// Job directories, the input cache and (for the daemon) the journal.
+    #[serde(default = "default_state_dir")]
+    pub state_dir: PathBuf,
+    /// The Node binary; empty means: the pinned runtime where the install script puts it.
+    #[serde(default)]
+    pub node: Option<PathBuf>,
+    /// Run Node 20 (end of life, `--experimental-permission` only). Off unless set.
+    #[serde(default)]
+    pub allow_node20: bool,
+    /// Where `seccomp.json` (and later `egress.toml`) live; empty means the installed ones.
+    #[serde(default)]
+    pub policies_dir: Option<PathBuf>,
+    /// The cgroup under which job cgroups are made; empty means detect (see sandbox::cgroup).
+    #[serde(default)]
+    pub cgroup_parent: Option<PathBuf>,
+    /// Processes and threads one job may hold (Node itself uses about a dozen threads).
+    #[serde(default = "default_pids_max")]
+    pub pids_max: u64,
+    /// Jobs run as uid/gid `sandbox_uid_base + n`, an id no account on the host uses.
+    #[serde(default = "default_uid_base")]
+    pub sandbox_uid_base: u32,
+    /// The largest `args.input` accepted, serialized (SPEC.md: 256 KiB, configurable).
+    #[serde(default = "default_max_input")]
+    pub max_input_json_bytes: usize,
+}
+
+fn default_state_dir() -> PathBuf {
+    PathBuf::from(DEFAULT_STATE_DIR)
+}
+fn default_pids_max() -> u64 {
+    64
+}
+fn default_uid_base() -> u32 {
+    2_100_000_000
+}
+fn default_max_input() -> usize {
+    crate::job::INPUT_JSON_DEFAULT_CAP
+}
+
+impl Default for RunnerConfig {
+    fn default() -> Self {
+        RunnerConfig {
+            state_dir: default_state_dir(),
+            node: None,
+            allow_node20: false,
+            policies_dir: None,
+            cgroup_parent: None,
+            pids_max: default_pids_max(),
+            sandbox_uid_base: default_uid_base(),
+            max_input_json_bytes: default_max_input(),
+        }
+    }
+}
+
+impl Config {
+    /// Reads the file; a missing file at the default path is the default configuration,
+    /// a missing file that was named explicitly is an error.
+    pub fn load(path: Option<&Path>) -> anyhow::Result<Config> {
+        let (path, explicit) = match path {
+            Some(p) => (p.to_path_buf(), true),
+            None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Config::parse(&text)
+                .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
+                Ok(Config::default())
+            }
+            Err(e) => Err(anyhow::anyhow!(
+                "cannot read the configuration {}: {e}",
+                path.display()
+            )),
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
+        toml::from_str(text)
+    }
+
+    pub fn skills_on(&self) -> bool {
+        self.worker
+            .functions
+            .iter()
+            .any(|f| f == crate::job::ARTIFACT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_default_and_off() {
+        let c = Config::parse("").unwrap();
+        assert!(!c.skills_on());
+        assert_eq!(c.runner.pids_max, 64);
+        assert_eq!(c.runner.state_dir, PathBuf::from(DEFAULT_STATE_DIR));
+    }
+
+    #[test]
+    fn on_when_artifact_listed() {
+        let c = Config::parse("[worker]\nfunctions = [\"openvibe-skill-runner@1.0.0\"]\n").unwrap();
+        assert!(c.skills_on());
+        let c = Config::parse("[worker]\nfunctions = [\"openvibe-codes@1.0.0\"]\n").unwrap();
+        assert!(!c.skills_on());
+    }
+
+    #[test]
+    fn unknown_key_is_an_error() {
+        assert!(Config::parse("[runner]\npid_max = 3\n").is_err());
+    }
+}

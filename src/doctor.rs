@@ -1,0 +1,175 @@
+//! `doctor`: what the host gives each layer, and whether the runner can run jobs here.
+
+use crate::config::Config;
+use crate::engine::{policies_dir, Engine};
+use crate::job::Net;
+use crate::runtime;
+use crate::sandbox::cgroup::CgroupHost;
+use crate::sandbox::{landlock, seccomp, Layers};
+use serde::Serialize;
+use std::process::ExitCode;
+
+#[derive(Serialize)]
+struct Check {
+    layer: String,
+    ok: bool,
+    detail: String,
+    /// What to change on the host when `ok` is false.
+    fix: Option<String>,
+}
+
+fn check(layer: &str, ok: bool, detail: String, fix: Option<String>) -> Check {
+    Check {
+        layer: layer.to_string(),
+        ok,
+        detail,
+        fix: if ok { None } else { fix },
+    }
+}
+
+fn checks(config: &Config) -> Vec<Check> {
+    let l = Layers::probe();
+    let mut out = vec![
+        check("kernel", true, l.kernel.clone(), None),
+        check(
+            "root",
+            l.root,
+            if l.root {
+                "running as root"
+            } else {
+                "not root"
+            }
+            .into(),
+            Some("run the runner as root (its jobs run as unprivileged uids)".into()),
+        ),
+    ];
+    for (ns, ok) in &l.namespaces {
+        out.push(check(
+            &format!("namespace {ns}"),
+            *ok,
+            if *ok { "present" } else { "missing" }.into(),
+            Some(format!(
+                "enable CONFIG_{}_NS in the kernel",
+                ns.to_uppercase()
+            )),
+        ));
+    }
+    out.push(check(
+        "user namespace",
+        true,
+        "not used: the runner is root and gives each job an unprivileged uid of its own".into(),
+        None,
+    ));
+    out.push(check(
+        "landlock",
+        l.landlock_abi >= 1,
+        format!(
+            "ABI {} ({})",
+            l.landlock_abi,
+            landlock::features(l.landlock_abi).join(", ")
+        ),
+        Some("boot with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm=".into()),
+    ));
+    out.push(check(
+        "seccomp",
+        l.seccomp,
+        if l.seccomp {
+            "filter mode available"
+        } else {
+            "unavailable"
+        }
+        .into(),
+        Some("the kernel needs CONFIG_SECCOMP_FILTER=y".into()),
+    ));
+    let policy_path = policies_dir(config).join("seccomp.json");
+    let policy = seccomp::load_policy(&policy_path).and_then(|p| {
+        for net in [Net::Deny, Net::OpenvibeOnly, Net::Public] {
+            seccomp::compile(&p, net)?;
+        }
+        Ok(p)
+    });
+    out.push(check(
+        "seccomp policy",
+        policy.is_ok(),
+        match &policy {
+            Ok(_) => format!("{} compiles for every net mode", policy_path.display()),
+            Err(e) => format!("{}: {e}", policy_path.display()),
+        },
+        Some("reinstall the policies or set runner.policies_dir".into()),
+    ));
+    match CgroupHost::detect(config.runner.cgroup_parent.as_deref()) {
+        Ok(h) => {
+            let detail = h
+                .describe()
+                .into_iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect::<Vec<_>>()
+                .join("; ");
+            out.push(check("cgroups", true, detail, None));
+        }
+        Err(e) => out.push(check(
+            "cgroups",
+            false,
+            e.to_string(),
+            Some("mount cgroup v2 with the memory and pids controllers (or v1 memory, pids, cpuacct hierarchies), or delegate a cgroup to the runner".into()),
+        )),
+    }
+    let node = runtime::locate(config.runner.node.as_deref());
+    match runtime::inspect(&node, config.runner.allow_node20, None) {
+        Ok(rt) => out.push(check(
+            "node",
+            true,
+            format!(
+                "{} {} ({}; flags {} --allow-fs-read --disallow-code-generation-from-strings)",
+                rt.node.display(),
+                rt.version,
+                if rt.pinned {
+                    "the pinned binary"
+                } else {
+                    "not the pinned binary"
+                },
+                rt.permission_flag()
+            ),
+            None,
+        )),
+        Err(e) => out.push(check(
+            "node",
+            false,
+            e.to_string(),
+            Some("run scripts/install-node, or set runner.node".into()),
+        )),
+    }
+    out
+}
+
+/// Prints the checks; exit 0 only when the engine starts.
+pub fn run(config: Config, json: bool) -> ExitCode {
+    let list = checks(&config);
+    let engine = Engine::start(config);
+    let can_run = engine.is_ok();
+    if json {
+        let v = serde_json::json!({
+            "can_run_jobs": can_run,
+            "problem": engine.as_ref().err().map(|e| e.to_string()),
+            "checks": list,
+        });
+        println!("{v}");
+    } else {
+        for c in &list {
+            let mark = if c.ok { "ok  " } else { "FAIL" };
+            println!("{mark} {:<18} {}", c.layer, c.detail);
+            if let Some(f) = &c.fix {
+                println!("     {:<18} fix: {f}", "");
+            }
+        }
+        match &engine {
+            Ok(_) => println!("\nThis host can run jobs."),
+            Err(e) => println!("\nThis host cannot run jobs: {e}"),
+        }
+    }
+    if can_run {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}

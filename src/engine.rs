@@ -1,0 +1,310 @@
+//! The engine: one job in, one result out. The CLI and the daemon share it.
+//!
+//! validate -> inputs (verify, lay out) -> plan -> cgroup -> supervise -> classify ->
+//! clean up. Every path out of `run` removes what the job made on the host.
+
+use crate::config::Config;
+use crate::inputs::{self, Cache, InputError};
+use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
+use crate::plan::{self, JobPaths};
+use crate::runtime::{self, Runtime};
+use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
+use crate::sandbox::init::encode_plan;
+use crate::sandbox::seccomp::{self, CompiledFilters};
+use crate::sandbox::{landlock, Layers};
+use crate::supervise;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub struct Engine {
+    pub config: Config,
+    pub runtime: Runtime,
+    filters: HashMap<Net, CompiledFilters>,
+    cgroups: CgroupHost,
+    cache: Cache,
+    jobs_dir: PathBuf,
+    self_exe: PathBuf,
+    bounds: Bounds,
+    seq: AtomicU64,
+}
+
+/// Why the engine cannot run jobs on this host: each names the layer and what to change.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Layer(String),
+}
+
+fn layer(msg: impl std::fmt::Display) -> StartError {
+    StartError::Layer(msg.to_string())
+}
+
+/// The policies directory: the configured one, the installed one, or the source tree's.
+pub fn policies_dir(config: &Config) -> PathBuf {
+    if let Some(dir) = &config.runner.policies_dir {
+        return dir.clone();
+    }
+    for dir in [
+        "/etc/openvibe-skill-runner/policies",
+        "/usr/share/openvibe-skill-runner/policies",
+    ] {
+        if Path::new(dir).join("seccomp.json").is_file() {
+            return PathBuf::from(dir);
+        }
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/policies"))
+}
+
+impl Engine {
+    /// Checks every layer and loads everything a job needs; fails closed.
+    pub fn start(config: Config) -> Result<Engine, StartError> {
+        let layers = Layers::probe();
+        if let Some(problem) = layers.first_problem() {
+            return Err(layer(problem));
+        }
+        let state = config.runner.state_dir.clone();
+        let jobs_dir = state.join("jobs");
+        std::fs::create_dir_all(&jobs_dir).map_err(|e| {
+            layer(format!(
+                "cannot create the state directory {}: {e}",
+                jobs_dir.display()
+            ))
+        })?;
+        let node = runtime::locate(config.runner.node.as_deref());
+        let runtime = runtime::inspect(
+            &node,
+            config.runner.allow_node20,
+            Some(&state.join("runtime.json")),
+        )
+        .map_err(layer)?;
+        let policy_path = policies_dir(&config).join("seccomp.json");
+        let policy = seccomp::load_policy(&policy_path)
+            .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
+        let mut filters = HashMap::new();
+        for net in [Net::Deny, Net::OpenvibeOnly, Net::Public] {
+            let f = seccomp::compile(&policy, net)
+                .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
+            filters.insert(net, f);
+        }
+        let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
+            .map_err(|e| layer(format!("cgroups: {e}")))?;
+        let self_exe = std::env::current_exe()
+            .map_err(|e| layer(format!("cannot find the runner's own executable: {e}")))?;
+        let bounds = Bounds {
+            max_input_json_bytes: config.runner.max_input_json_bytes,
+        };
+        Ok(Engine {
+            cache: Cache::new(state.join("cache")),
+            config,
+            runtime,
+            filters,
+            cgroups,
+            jobs_dir,
+            self_exe,
+            bounds,
+            seq: AtomicU64::new(0),
+        })
+    }
+
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    pub fn cgroups(&self) -> &CgroupHost {
+        &self.cgroups
+    }
+
+    pub fn jobs_dir(&self) -> &Path {
+        &self.jobs_dir
+    }
+
+    fn node(&self) -> Option<&str> {
+        Some(self.runtime.version.as_str())
+    }
+
+    /// Parses, validates and runs one job given as JSON text.
+    pub async fn run_raw(&self, text: &[u8], cancel: &CancellationToken) -> JobResult {
+        let raw: serde_json::Value = match serde_json::from_slice(text) {
+            Ok(v) => v,
+            Err(e) => {
+                return JobResult::not_run(
+                    "",
+                    Status::Rejected,
+                    "invalid_job",
+                    format!("the job is not JSON: {e}"),
+                    Net::Deny,
+                    self.node(),
+                )
+            }
+        };
+        let id = job::job_id_of(&raw);
+        let net = job::net_of(&raw);
+        match job::parse_job_value(raw, &self.bounds) {
+            Ok(j) => self.run(j, cancel).await,
+            Err(r) => JobResult::rejected(&id, &r, net, self.node()),
+        }
+    }
+
+    /// Runs one valid job to its terminal result.
+    pub async fn run(&self, job: ValidJob, cancel: &CancellationToken) -> JobResult {
+        if job.net != Net::Deny {
+            return JobResult::not_run(
+                &job.job_id,
+                Status::Rejected,
+                "net_unsupported",
+                format!(
+                    "net {:?} needs the runner's egress proxy, which this version does not have; only \"deny\" runs",
+                    job.net.as_str()
+                ),
+                job.net,
+                self.node(),
+            );
+        }
+        let files = match inputs::resolve(&job, &self.cache) {
+            Ok(f) => f,
+            Err(e) => return self.input_failure(&job, e),
+        };
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let unique = format!("{}.{}.{}", job.job_id, std::process::id(), seq);
+        let dir = self.jobs_dir.join(&unique);
+        let result = self.run_in(&job, &files, &dir, &unique, seq, cancel).await;
+        if let Err(e) = remove_job_dir(&dir) {
+            tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
+        }
+        result
+    }
+
+    async fn run_in(
+        &self,
+        job: &ValidJob,
+        files: &[(String, Vec<u8>)],
+        dir: &Path,
+        unique: &str,
+        seq: u64,
+        cancel: &CancellationToken,
+    ) -> JobResult {
+        let paths = JobPaths {
+            skill: dir.join("skill"),
+            root: dir.join("root"),
+        };
+        let made = std::fs::create_dir(dir)
+            .and_then(|_| std::fs::create_dir(&paths.skill))
+            .and_then(|_| std::fs::create_dir(&paths.root));
+        if let Err(e) = made {
+            return self.internal(job, format!("cannot create the job directory: {e}"));
+        }
+        if let Err(e) = inputs::lay_out(&paths.skill, files) {
+            return self.internal(job, e.to_string());
+        }
+        let Some(filters) = self.filters.get(&job.net) else {
+            return self.internal(job, "no seccomp program for this net mode".into());
+        };
+        let uid = self
+            .config
+            .runner
+            .sandbox_uid_base
+            .saturating_add(((std::process::id() as u64 * 4096 + seq) % 1_000_000_000) as u32);
+        let plan = plan::build(
+            job,
+            &self.runtime,
+            &paths,
+            filters.clone(),
+            uid,
+            &|p: &Path| p.exists(),
+        );
+        let plan_bytes = match encode_plan(&plan) {
+            Ok(b) => b,
+            Err(e) => return self.internal(job, format!("cannot encode the plan: {e}")),
+        };
+        let limits = CgroupLimits {
+            mem_bytes: job.mem_bytes,
+            pids_max: self.config.runner.pids_max,
+        };
+        let cgroup = match self.cgroups.create_job(unique, &limits) {
+            Ok(c) => c,
+            Err(e) => return self.internal(job, format!("cannot create the job's cgroup: {e}")),
+        };
+        let outcome = supervise::run(
+            &self.self_exe,
+            plan_bytes,
+            job.input_json.clone(),
+            &cgroup,
+            Duration::from_millis(job.wall_ms),
+            cancel,
+        )
+        .await;
+        let removed = cgroup.remove();
+        let outcome = match outcome {
+            Ok(o) => o,
+            Err(e) => return self.internal(job, e.to_string()),
+        };
+        if let Err(e) = removed {
+            tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+        }
+        let v = supervise::classify(&outcome, job.wall_ms, job.mem_bytes);
+        JobResult {
+            job_id: job.job_id.clone(),
+            status: v.status,
+            reason: v.reason,
+            message: v.message,
+            output: v.output,
+            stderr: String::from_utf8_lossy(&outcome.stderr).into_owned(),
+            stderr_truncated: outcome.stderr_truncated,
+            exit_code: v.exit_code,
+            signal: v.signal,
+            wall_ms: outcome.wall.as_millis() as u64,
+            cpu_ms: outcome.stats.cpu_ns / 1_000_000,
+            mem_peak_bytes: outcome.stats.mem_peak_bytes,
+            net: job.net.as_str().to_string(),
+            egress: Vec::new(),
+            runner: job::RUNNER.to_string(),
+            node: self.node().map(str::to_string),
+        }
+    }
+
+    fn internal(&self, job: &ValidJob, message: String) -> JobResult {
+        tracing::error!(job_id = %job.job_id, %message, "internal failure");
+        JobResult::not_run(
+            &job.job_id,
+            Status::Internal,
+            "internal",
+            message,
+            job.net,
+            self.node(),
+        )
+    }
+
+    fn input_failure(&self, job: &ValidJob, e: InputError) -> JobResult {
+        let (status, reason) = match &e {
+            InputError::Missing { .. } => (Status::Integrity, "input_missing"),
+            InputError::Mismatch { .. } => (Status::Integrity, "sha256_mismatch"),
+            InputError::Content(_) => (Status::Rejected, "invalid_job"),
+            InputError::Io { .. } => (Status::Internal, "internal"),
+        };
+        JobResult::not_run(
+            &job.job_id,
+            status,
+            reason,
+            e.to_string(),
+            job.net,
+            self.node(),
+        )
+    }
+}
+
+/// Removes a job directory whose tree was sealed read-only.
+fn remove_job_dir(dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Landlock's reach on this host, for `doctor` and `/v1/info`.
+pub fn landlock_summary() -> (i32, Vec<&'static str>) {
+    let abi = landlock::kernel_abi();
+    (abi, landlock::features(abi))
+}

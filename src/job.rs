@@ -1,0 +1,642 @@
+//! The contract: the job a dispatcher submits, its validation, and the result.
+//!
+//! Everything here is pure: no file, no clock, no process. `validate` turns untrusted
+//! JSON into a [`ValidJob`] or into the `rejected` result that SPEC.md asks for.
+
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashSet};
+
+/// The one artifact this runner serves.
+pub const ARTIFACT: &str = "openvibe-skill-runner@1.0.0";
+/// What the result's `runner` field says.
+pub const RUNNER: &str = "openvibe-skill-runner@1.0.0";
+
+pub const WALL_MS_DEFAULT: u64 = 10_000;
+pub const WALL_MS_CAP: u64 = 30_000;
+pub const MEM_BYTES_MIN: u64 = 16 * 1024 * 1024;
+pub const MEM_BYTES_DEFAULT: u64 = 134_217_728;
+pub const MEM_BYTES_CAP: u64 = 268_435_456;
+pub const TTL_MS_DEFAULT: u64 = 120_000;
+/// The runner's own bound on `ttl_ms`: a day. SPEC.md sets no cap; a longer one is a typo.
+pub const TTL_MS_CAP: u64 = 86_400_000;
+pub const INPUT_JSON_DEFAULT_CAP: usize = 256 * 1024;
+pub const MAX_INPUTS: usize = 64;
+pub const MAX_INPUTS_TOTAL_BYTES: usize = 1024 * 1024;
+pub const MAX_JS_BYTES: usize = 64 * 1024;
+pub const MAX_NAME_COMPONENTS: usize = 8;
+pub const MAX_COMPONENT_LEN: usize = 64;
+pub const MAX_JOB_ID_LEN: usize = 64;
+pub const STDOUT_CAP: usize = 64 * 1024;
+pub const STDERR_KEEP: usize = 16 * 1024;
+
+/// The job exactly as SPEC.md writes it. Unknown fields are an error at every level.
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub job_id: String,
+    pub class: String,
+    pub artifact: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub project: Option<String>,
+    pub args: Args,
+    pub inputs: Vec<Input>,
+    #[serde(default)]
+    pub net: Net,
+    #[serde(default)]
+    pub limits: Limits,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttl_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Args {
+    pub tool: String,
+    pub entry: String,
+    /// Any JSON value; required (send `null` for a tool that takes nothing).
+    pub input: Value,
+}
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Input {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media_id: Option<String>,
+    pub sha256: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_base64: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Net {
+    #[default]
+    Deny,
+    OpenvibeOnly,
+    Public,
+}
+
+impl Net {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Net::Deny => "deny",
+            Net::OpenvibeOnly => "openvibe-only",
+            Net::Public => "public",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Net> {
+        match s {
+            "deny" => Some(Net::Deny),
+            "openvibe-only" => Some(Net::OpenvibeOnly),
+            "public" => Some(Net::Public),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mem_bytes: Option<u64>,
+}
+
+/// The bounds a deployment may tune (SPEC.md: "configurable").
+#[derive(Debug, Clone)]
+pub struct Bounds {
+    pub max_input_json_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_input_json_bytes: INPUT_JSON_DEFAULT_CAP,
+        }
+    }
+}
+
+/// A job that passed every rule. Its input bytes may still be unknown (cache or Media).
+#[derive(Debug, Clone)]
+pub struct ValidJob {
+    pub job_id: String,
+    pub subject: Option<String>,
+    pub project: Option<String>,
+    pub tool: String,
+    pub entry: String,
+    /// `args.input` serialized: what the tool reads on stdin.
+    pub input_json: Vec<u8>,
+    pub inputs: Vec<ValidInput>,
+    pub net: Net,
+    pub wall_ms: u64,
+    pub mem_bytes: u64,
+    pub ttl_ms: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ValidInput {
+    pub name: String,
+    pub media_id: Option<String>,
+    /// The expected digest, decoded from lowercase hex.
+    pub sha256: [u8; 32],
+    /// Bytes carried in the job itself, already decoded from base64.
+    pub content: Option<Vec<u8>>,
+}
+
+impl ValidInput {
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(self.sha256)
+    }
+}
+
+/// Why a job was turned away before anything ran.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+impl Rejection {
+    fn invalid(message: impl Into<String>) -> Self {
+        Rejection {
+            reason: "invalid_job",
+            message: message.into(),
+        }
+    }
+
+    fn above_cap(message: impl Into<String>) -> Self {
+        Rejection {
+            reason: "limits_above_cap",
+            message: message.into(),
+        }
+    }
+}
+
+/// The job id to echo in a result: the submitted one when it is well formed, else empty.
+/// A malformed id is never echoed, so a result never carries attacker text in that field.
+pub fn job_id_of(raw: &Value) -> String {
+    match raw.get("job_id").and_then(Value::as_str) {
+        Some(id) if valid_job_id(id) => id.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Parse and validate one job from its JSON text.
+pub fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    let job: Job = serde_json::from_slice(text)
+        .map_err(|e| Rejection::invalid(format!("the job is not valid: {e}")))?;
+    validate(job, bounds)
+}
+
+/// Parse a job from an already parsed JSON value.
+pub fn parse_job_value(raw: Value, bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    let job: Job = serde_json::from_value(raw)
+        .map_err(|e| Rejection::invalid(format!("the job is not valid: {e}")))?;
+    validate(job, bounds)
+}
+
+pub fn valid_job_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_JOB_ID_LEN
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+/// `^[a-z][a-z0-9_]{0,31}$`
+pub fn valid_tool_name(tool: &str) -> bool {
+    let b = tool.as_bytes();
+    !b.is_empty()
+        && b.len() <= 32
+        && b[0].is_ascii_lowercase()
+        && b[1..]
+            .iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+}
+
+/// Checks one input name; says what is wrong in words.
+pub fn check_input_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("an input name is empty".into());
+    }
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() > MAX_NAME_COMPONENTS {
+        return Err(format!(
+            "input name {name:?} has {} path components; at most {MAX_NAME_COMPONENTS} are allowed",
+            parts.len()
+        ));
+    }
+    for part in parts {
+        if part.is_empty() {
+            return Err(format!(
+                "input name {name:?} is not a relative path of non-empty components (no leading, trailing or double '/')"
+            ));
+        }
+        if part == "." || part == ".." {
+            return Err(format!(
+                "input name {name:?} contains {part:?}; names may not traverse"
+            ));
+        }
+        if part.len() > MAX_COMPONENT_LEN {
+            return Err(format!(
+                "input name {name:?} has a component longer than {MAX_COMPONENT_LEN} characters"
+            ));
+        }
+        if !part
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+        {
+            return Err(format!(
+                "input name {name:?} has a character outside [A-Za-z0-9._-]"
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn valid_media_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-' | b':'))
+}
+
+fn valid_label(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 256 && !s.chars().any(char::is_control)
+}
+
+fn parse_sha256(hex_text: &str) -> Option<[u8; 32]> {
+    if hex_text.len() != 64
+        || !hex_text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    hex::decode_to_slice(hex_text, &mut out).ok()?;
+    Some(out)
+}
+
+/// Every rule of SPEC.md's Job and Inputs sections that can be checked without the bytes
+/// of inputs fetched from elsewhere. Rules on the bytes themselves are in
+/// [`check_input_content`], run once the bytes are known and verified.
+pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    if !valid_job_id(&job.job_id) {
+        return Err(Rejection::invalid(
+            "job_id must be 1-64 characters of [A-Za-z0-9_.-]",
+        ));
+    }
+    if job.class != "function" {
+        return Err(Rejection::invalid(format!(
+            "class must be \"function\", not {:?}",
+            truncate_for_message(&job.class)
+        )));
+    }
+    if job.artifact != ARTIFACT {
+        return Err(Rejection::invalid(format!(
+            "artifact must be exactly {ARTIFACT:?}, not {:?}",
+            truncate_for_message(&job.artifact)
+        )));
+    }
+    for (field, value) in [("subject", &job.subject), ("project", &job.project)] {
+        if let Some(v) = value {
+            if !valid_label(v) {
+                return Err(Rejection::invalid(format!(
+                    "{field} must be 1-256 characters without control characters"
+                )));
+            }
+        }
+    }
+    if !valid_tool_name(&job.args.tool) {
+        return Err(Rejection::invalid(format!(
+            "args.tool {:?} does not match ^[a-z][a-z0-9_]{{0,31}}$",
+            truncate_for_message(&job.args.tool)
+        )));
+    }
+
+    let wall_ms = job.limits.wall_ms.unwrap_or(WALL_MS_DEFAULT);
+    if wall_ms == 0 {
+        return Err(Rejection::invalid("limits.wall_ms must be at least 1"));
+    }
+    if wall_ms > WALL_MS_CAP {
+        return Err(Rejection::above_cap(format!(
+            "limits.wall_ms {wall_ms} is above the cap of {WALL_MS_CAP}"
+        )));
+    }
+    let mem_bytes = job.limits.mem_bytes.unwrap_or(MEM_BYTES_DEFAULT);
+    if mem_bytes < MEM_BYTES_MIN {
+        return Err(Rejection::invalid(format!(
+            "limits.mem_bytes {mem_bytes} is below the minimum of {MEM_BYTES_MIN} (16 MiB)"
+        )));
+    }
+    if mem_bytes > MEM_BYTES_CAP {
+        return Err(Rejection::above_cap(format!(
+            "limits.mem_bytes {mem_bytes} is above the cap of {MEM_BYTES_CAP}"
+        )));
+    }
+    let ttl_ms = job.ttl_ms.unwrap_or(TTL_MS_DEFAULT);
+    if ttl_ms == 0 || ttl_ms > TTL_MS_CAP {
+        return Err(Rejection::invalid(format!(
+            "ttl_ms {ttl_ms} is outside 1..={TTL_MS_CAP}"
+        )));
+    }
+
+    let input_json = serde_json::to_vec(&job.args.input)
+        .map_err(|e| Rejection::invalid(format!("args.input cannot be serialized: {e}")))?;
+    if input_json.len() > bounds.max_input_json_bytes {
+        return Err(Rejection::invalid(format!(
+            "args.input is {} bytes serialized; at most {} are allowed",
+            input_json.len(),
+            bounds.max_input_json_bytes
+        )));
+    }
+
+    if job.inputs.is_empty() {
+        return Err(Rejection::invalid(
+            "inputs is empty; the entry must be one of the inputs",
+        ));
+    }
+    if job.inputs.len() > MAX_INPUTS {
+        return Err(Rejection::invalid(format!(
+            "{} inputs; at most {MAX_INPUTS} are allowed",
+            job.inputs.len()
+        )));
+    }
+
+    let mut seen_folded: HashSet<String> = HashSet::new();
+    let mut inputs = Vec::with_capacity(job.inputs.len());
+    let mut carried_total = 0usize;
+    for input in job.inputs {
+        check_input_name(&input.name).map_err(Rejection::invalid)?;
+        if !seen_folded.insert(input.name.to_ascii_lowercase()) {
+            return Err(Rejection::invalid(format!(
+                "input name {:?} appears twice (names are compared case-insensitively)",
+                input.name
+            )));
+        }
+        let sha256 = parse_sha256(&input.sha256).ok_or_else(|| {
+            Rejection::invalid(format!(
+                "input {:?}: sha256 must be 64 lowercase hex characters",
+                input.name
+            ))
+        })?;
+        if let Some(id) = &input.media_id {
+            if !valid_media_id(id) {
+                return Err(Rejection::invalid(format!(
+                    "input {:?}: media_id must be 1-128 characters of [A-Za-z0-9_.:-]",
+                    input.name
+                )));
+            }
+        }
+        let content = match &input.content_base64 {
+            None => None,
+            Some(b64) => {
+                // Refuse to decode something that could not fit the total before allocating.
+                if b64.len() / 4 * 3 > MAX_INPUTS_TOTAL_BYTES + 3 {
+                    return Err(Rejection::invalid(format!(
+                        "input {:?} is larger than the 1 MiB allowed for all inputs",
+                        input.name
+                    )));
+                }
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(b64.as_bytes())
+                    .map_err(|e| {
+                        Rejection::invalid(format!(
+                            "input {:?}: content_base64 is not valid base64: {e}",
+                            input.name
+                        ))
+                    })?;
+                carried_total += bytes.len();
+                Some(bytes)
+            }
+        };
+        if let Some(bytes) = &content {
+            check_input_content(&input.name, bytes).map_err(Rejection::invalid)?;
+        }
+        inputs.push(ValidInput {
+            name: input.name,
+            media_id: input.media_id,
+            sha256,
+            content,
+        });
+    }
+    if carried_total > MAX_INPUTS_TOTAL_BYTES {
+        return Err(Rejection::invalid(format!(
+            "inputs hold {carried_total} bytes; at most {MAX_INPUTS_TOTAL_BYTES} (1 MiB) in all"
+        )));
+    }
+    check_tree(&inputs).map_err(Rejection::invalid)?;
+
+    if !job.args.entry.ends_with(".js") {
+        return Err(Rejection::invalid(format!(
+            "args.entry {:?} must end in .js",
+            truncate_for_message(&job.args.entry)
+        )));
+    }
+    if !inputs.iter().any(|i| i.name == job.args.entry) {
+        return Err(Rejection::invalid(format!(
+            "args.entry {:?} names none of the inputs",
+            truncate_for_message(&job.args.entry)
+        )));
+    }
+
+    Ok(ValidJob {
+        job_id: job.job_id,
+        subject: job.subject,
+        project: job.project,
+        tool: job.args.tool,
+        entry: job.args.entry,
+        input_json,
+        inputs,
+        net: job.net,
+        wall_ms,
+        mem_bytes,
+        ttl_ms,
+    })
+}
+
+/// No input may be both a file and a directory holding another input (`a` and `a/b`).
+fn check_tree(inputs: &[ValidInput]) -> Result<(), String> {
+    let files: HashSet<String> = inputs.iter().map(|i| i.name.to_ascii_lowercase()).collect();
+    for input in inputs {
+        let lower = input.name.to_ascii_lowercase();
+        let mut prefix = String::new();
+        let parts: Vec<&str> = lower.split('/').collect();
+        for part in &parts[..parts.len() - 1] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            if files.contains(&prefix) {
+                return Err(format!(
+                    "input {:?} sits under another input's name; a name cannot be both a file and a folder",
+                    input.name
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The rules on an input's bytes: total and per-file size, text only, `.js` as UTF-8.
+pub fn check_input_content(name: &str, bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() > MAX_INPUTS_TOTAL_BYTES {
+        return Err(format!(
+            "input {name:?} is {} bytes; all inputs together may hold at most 1 MiB",
+            bytes.len()
+        ));
+    }
+    if name.ends_with(".js") && bytes.len() > MAX_JS_BYTES {
+        return Err(format!(
+            "input {name:?} is {} bytes; a .js input may be at most 64 KiB",
+            bytes.len()
+        ));
+    }
+    if std::str::from_utf8(bytes).is_err() {
+        return Err(format!(
+            "input {name:?} is not valid UTF-8 text; inputs are text, never binaries"
+        ));
+    }
+    if bytes.contains(&0) {
+        return Err(format!(
+            "input {name:?} contains a NUL byte; inputs are text, never binaries"
+        ));
+    }
+    Ok(())
+}
+
+fn truncate_for_message(s: &str) -> String {
+    s.chars().take(80).collect()
+}
+
+/// Terminal statuses (SPEC.md, Result).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Ok,
+    Error,
+    Limit,
+    Integrity,
+    Rejected,
+    Expired,
+    Cancelled,
+    Internal,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::Error => "error",
+            Status::Limit => "limit",
+            Status::Integrity => "integrity",
+            Status::Rejected => "rejected",
+            Status::Expired => "expired",
+            Status::Cancelled => "cancelled",
+            Status::Internal => "internal",
+        }
+    }
+}
+
+/// One attempt to reach the network (filled in once egress exists).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EgressRecord {
+    pub host: String,
+    pub port: u16,
+    pub allowed: bool,
+    pub bytes_out: u64,
+    pub bytes_in: u64,
+}
+
+/// The result, field for field as SPEC.md shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct JobResult {
+    pub job_id: String,
+    pub status: Status,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Value>,
+    pub stderr: String,
+    pub stderr_truncated: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub wall_ms: u64,
+    pub cpu_ms: u64,
+    pub mem_peak_bytes: u64,
+    pub net: String,
+    pub egress: Vec<EgressRecord>,
+    pub runner: String,
+    pub node: Option<String>,
+}
+
+impl JobResult {
+    /// A result for a job that did not run: every measurement zero.
+    pub fn not_run(
+        job_id: &str,
+        status: Status,
+        reason: &str,
+        message: impl Into<String>,
+        net: Net,
+        node: Option<&str>,
+    ) -> JobResult {
+        JobResult {
+            job_id: job_id.to_string(),
+            status,
+            reason: Some(reason.to_string()),
+            message: Some(message.into()),
+            output: None,
+            stderr: String::new(),
+            stderr_truncated: false,
+            exit_code: None,
+            signal: None,
+            wall_ms: 0,
+            cpu_ms: 0,
+            mem_peak_bytes: 0,
+            net: net.as_str().to_string(),
+            egress: Vec::new(),
+            runner: RUNNER.to_string(),
+            node: node.map(str::to_string),
+        }
+    }
+
+    pub fn rejected(job_id: &str, rejection: &Rejection, net: Net, node: Option<&str>) -> Self {
+        JobResult::not_run(
+            job_id,
+            Status::Rejected,
+            rejection.reason,
+            rejection.message.clone(),
+            net,
+            node,
+        )
+    }
+}
+
+/// The `net` a raw job asked for, for a rejected result: the field when it names a mode.
+pub fn net_of(raw: &Value) -> Net {
+    raw.get("net")
+        .and_then(Value::as_str)
+        .and_then(Net::parse)
+        .unwrap_or_default()
+}
+
+/// The names of a job's inputs mapped to their expected digests, for messages and tests.
+pub fn digests(job: &ValidJob) -> BTreeMap<&str, String> {
+    job.inputs
+        .iter()
+        .map(|i| (i.name.as_str(), i.sha256_hex()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests;

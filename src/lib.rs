@@ -1,0 +1,13 @@
+//! openvibe-skill-runner: runs one JavaScript tool of a skill under Node.js inside a
+//! Linux sandbox and hands back one JSON value.
+
+pub mod config;
+pub mod doctor;
+pub mod engine;
+pub mod inputs;
+pub mod job;
+pub mod plan;
+pub mod runtime;
+pub mod sandbox;
+pub mod skill;
+pub mod supervise;

@@ -1,0 +1,258 @@
+use clap::{Parser, Subcommand};
+use openvibe_skill_runner::config::Config;
+use openvibe_skill_runner::engine::Engine;
+use openvibe_skill_runner::job::{JobResult, Net};
+use openvibe_skill_runner::{doctor, sandbox, skill};
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+#[command(
+    name = "openvibe-skill-runner",
+    version,
+    about = "Runs one JavaScript tool of a skill under Node.js inside a Linux sandbox"
+)]
+struct Cli {
+    /// Configuration file (default /etc/openvibe-skill-runner/config.toml).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
+    /// Overrides runner.state_dir (job directories, input cache).
+    #[arg(long, global = true)]
+    state_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run one job (SPEC.md's format) from FILE or stdin; print the result as one JSON line.
+    RunJob {
+        /// The job file, or - for stdin.
+        #[arg(default_value = "-")]
+        file: String,
+    },
+    /// Run a tool of a skill folder (skill.json and its code), for skill authors.
+    Run {
+        skill_dir: PathBuf,
+        #[arg(long)]
+        tool: String,
+        /// The input: JSON text, or @FILE to read it from a file.
+        #[arg(long)]
+        input: Option<String>,
+        #[arg(long)]
+        net: Option<String>,
+        #[arg(long)]
+        wall_ms: Option<u64>,
+        #[arg(long)]
+        mem_bytes: Option<u64>,
+        /// Print the result as one JSON line instead of a summary.
+        #[arg(long)]
+        json: bool,
+    },
+    /// What this host gives each sandbox layer, and whether jobs can run here.
+    Doctor {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    // The init stage must stay a fresh single-threaded process: no runtime, no parser.
+    if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("sandbox-init")) {
+        sandbox::init::main();
+    }
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("OPENVIBE_SKILL_RUNNER_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let mut config = match Config::load(cli.config.as_deref()) {
+        Ok(c) => c,
+        Err(e) => return usage(format!("{e:#}")),
+    };
+    if let Some(dir) = cli.state_dir {
+        config.runner.state_dir = dir;
+    }
+    match cli.command {
+        Command::Doctor { json } => doctor::run(config, json),
+        Command::RunJob { file } => {
+            let text = match read_job(&file) {
+                Ok(t) => t,
+                Err(e) => return usage(e),
+            };
+            let result = match start(config) {
+                Ok(engine) => {
+                    block_on(async move { engine.run_raw(&text, &CancellationToken::new()).await })
+                }
+                Err(r) => *r,
+            };
+            print_json(&result);
+            ExitCode::SUCCESS
+        }
+        Command::Run {
+            skill_dir,
+            tool,
+            input,
+            net,
+            wall_ms,
+            mem_bytes,
+            json,
+        } => {
+            let input = match parse_input(input.as_deref()) {
+                Ok(v) => v,
+                Err(e) => return usage(e),
+            };
+            let net = match net.as_deref().map(|n| Net::parse(n).ok_or(n)) {
+                None => None,
+                Some(Ok(n)) => Some(n),
+                Some(Err(n)) => {
+                    return usage(format!(
+                        "--net {n:?} is not one of deny, openvibe-only, public"
+                    ))
+                }
+            };
+            let req = skill::RunRequest {
+                tool,
+                input,
+                net,
+                wall_ms,
+                mem_bytes,
+            };
+            let job = match skill::job_from_skill(&skill_dir, &req) {
+                Ok(j) => j,
+                Err(e) => return usage(e.to_string()),
+            };
+            let text = match serde_json::to_vec(&job) {
+                Ok(t) => t,
+                Err(e) => return usage(format!("cannot serialize the job: {e}")),
+            };
+            let result = match start(config) {
+                Ok(engine) => {
+                    block_on(async move { engine.run_raw(&text, &CancellationToken::new()).await })
+                }
+                Err(r) => *r,
+            };
+            if json {
+                print_json(&result);
+            } else {
+                print_human(&result);
+            }
+            if result.status == openvibe_skill_runner::job::Status::Ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// The engine, or the `internal` result that says why jobs cannot run here.
+fn start(config: Config) -> Result<Engine, Box<JobResult>> {
+    Engine::start(config).map_err(|e| {
+        Box::new(JobResult::not_run(
+            "",
+            openvibe_skill_runner::job::Status::Internal,
+            "runner_unavailable",
+            format!("{e} (run `openvibe-skill-runner doctor` for every layer)"),
+            Net::Deny,
+            None,
+        ))
+    })
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(f),
+        Err(e) => {
+            eprintln!("openvibe-skill-runner: cannot start the async runtime: {e}");
+            std::process::exit(70);
+        }
+    }
+}
+
+fn usage(message: String) -> ExitCode {
+    eprintln!("openvibe-skill-runner: {message}");
+    ExitCode::from(2)
+}
+
+fn read_job(file: &str) -> Result<Vec<u8>, String> {
+    // A job is at most a few MiB (1 MiB of inputs, base64, plus the input JSON).
+    const MAX_JOB_BYTES: u64 = 8 * 1024 * 1024;
+    let mut buf = Vec::new();
+    let r = if file == "-" {
+        std::io::stdin()
+            .take(MAX_JOB_BYTES + 1)
+            .read_to_end(&mut buf)
+    } else {
+        std::fs::File::open(file)
+            .map_err(|e| format!("cannot open the job file {file}: {e}"))?
+            .take(MAX_JOB_BYTES + 1)
+            .read_to_end(&mut buf)
+    };
+    r.map_err(|e| format!("cannot read the job from {file}: {e}"))?;
+    if buf.len() as u64 > MAX_JOB_BYTES {
+        return Err(format!(
+            "the job in {file} is larger than {MAX_JOB_BYTES} bytes"
+        ));
+    }
+    Ok(buf)
+}
+
+fn parse_input(input: Option<&str>) -> Result<serde_json::Value, String> {
+    let text = match input {
+        None => return Ok(serde_json::json!({})),
+        Some(s) => match s.strip_prefix('@') {
+            Some(path) => std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read --input file {path}: {e}"))?,
+            None => s.to_string(),
+        },
+    };
+    serde_json::from_str(&text).map_err(|e| format!("--input is not JSON: {e}"))
+}
+
+fn print_json(result: &JobResult) {
+    match serde_json::to_string(result) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("openvibe-skill-runner: cannot print the result: {e}"),
+    }
+}
+
+fn print_human(r: &JobResult) {
+    let reason = r
+        .reason
+        .as_deref()
+        .map(|x| format!(" ({x})"))
+        .unwrap_or_default();
+    println!("status: {}{reason}", r.status.as_str());
+    if let Some(m) = &r.message {
+        println!("message: {m}");
+    }
+    if let Some(o) = &r.output {
+        let pretty = serde_json::to_string_pretty(o).unwrap_or_default();
+        println!("output:\n{pretty}");
+    }
+    if !r.stderr.is_empty() {
+        let more = if r.stderr_truncated {
+            "\n[…truncated]"
+        } else {
+            ""
+        };
+        println!("stderr:\n{}{more}", r.stderr.trim_end());
+    }
+    println!(
+        "wall {} ms, cpu {} ms, memory peak {:.1} MiB, net {}, node {}",
+        r.wall_ms,
+        r.cpu_ms,
+        r.mem_peak_bytes as f64 / 1048576.0,
+        r.net,
+        r.node.as_deref().unwrap_or("?")
+    );
+}

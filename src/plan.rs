@@ -1,0 +1,333 @@
+//! Job -> Plan: every decision about the sandbox of one job, made in pure code.
+//!
+//! The init stage (`sandbox::init`) applies a plan with nothing left to decide: which
+//! files appear in the job's root, which landlock rights, which seccomp programs, which
+//! uid, which Node flags. Tests check the plan, not the kernel.
+
+use crate::job::{Net, ValidJob};
+use crate::runtime::Runtime;
+use crate::sandbox::seccomp::CompiledFilters;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Where the job's inputs appear inside the sandbox, and its working directory.
+pub const SKILL_DIR: &str = "/skill";
+/// Device nodes Node may open (getrandom is the normal path; these are fallbacks).
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+/// The loader's cache: without it the loader still finds the libraries, only slower.
+pub const LD_CACHE: &str = "/etc/ld.so.cache";
+/// Size of the tmpfs that holds the job's root: only mount points live there.
+pub const ROOT_TMPFS_BYTES: u64 = 1024 * 1024;
+/// Bytes of the tool's memory reserved for Node itself outside the V8 heap.
+const HEAP_FRACTION_NUM: u64 = 1;
+const HEAP_FRACTION_DEN: u64 = 2;
+const MIB: u64 = 1024 * 1024;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum MountStep {
+    /// A host file at the same path inside, read-only, nosuid, nodev.
+    BindFile { source: PathBuf, target: PathBuf },
+    /// A host directory, read-only, nosuid, nodev, noexec.
+    BindDir { source: PathBuf, target: PathBuf },
+    /// A host device node, read-only mount, nosuid, noexec (dev allowed on this mount only).
+    Device { source: PathBuf, target: PathBuf },
+    /// A fresh procfs of the job's pid namespace, nosuid, nodev, noexec.
+    Proc { target: PathBuf },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LandlockPlan {
+    /// Files that may be read (paths inside the sandbox).
+    pub read_files: Vec<PathBuf>,
+    /// Directories whose whole tree may be read.
+    pub read_dirs: Vec<PathBuf>,
+    /// Files that may be executed: Node and its loader, nothing else.
+    pub exec_files: Vec<PathBuf>,
+    /// Device files that may be written (only /dev/null).
+    pub write_files: Vec<PathBuf>,
+    /// TCP ports the job may connect to (empty: none; handled on every ABI that has it).
+    pub connect_tcp: Vec<u16>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub job_id: String,
+    /// Host path of an empty directory the job's root tmpfs is mounted on.
+    pub root: PathBuf,
+    pub mounts: Vec<MountStep>,
+    pub hostname: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub cwd: PathBuf,
+    /// The program executed (inside path) and its full argv.
+    pub exe: PathBuf,
+    pub argv: Vec<String>,
+    /// The whole environment of the tool: `K=V` entries, set on purpose only.
+    pub env: Vec<String>,
+    pub landlock: LandlockPlan,
+    pub seccomp: CompiledFilters,
+    /// Open files per process.
+    pub nofile: u64,
+    pub net: Net,
+}
+
+/// What the engine knows about one job's place on the host.
+#[derive(Debug, Clone)]
+pub struct JobPaths {
+    /// The laid-out inputs.
+    pub skill: PathBuf,
+    /// The empty directory for the root.
+    pub root: PathBuf,
+}
+
+/// The V8 old-space ceiling for a memory limit: half of it, at least 8 MiB, so that V8
+/// reports its own exhaustion before the kernel has to kill the job.
+pub fn heap_mib(mem_bytes: u64) -> u64 {
+    (mem_bytes / MIB * HEAP_FRACTION_NUM / HEAP_FRACTION_DEN).max(8)
+}
+
+/// Node's argv for a job: the runtime's own flags, then the entry.
+pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
+    vec![
+        rt.node.display().to_string(),
+        rt.permission_flag().to_string(),
+        rt.fs_read_grant(SKILL_DIR),
+        "--disallow-code-generation-from-strings".to_string(),
+        format!("--max-old-space-size={}", heap_mib(job.mem_bytes)),
+        format!("{SKILL_DIR}/{}", job.entry),
+    ]
+}
+
+/// The pure transformation. `uid` is chosen by the caller (a fresh one per job).
+pub fn build(
+    job: &ValidJob,
+    rt: &Runtime,
+    paths: &JobPaths,
+    seccomp: CompiledFilters,
+    uid: u32,
+    existing: &dyn Fn(&Path) -> bool,
+) -> Plan {
+    let mut mounts = Vec::new();
+    let mut read_files = Vec::new();
+    let mut exec_files = vec![rt.node.clone()];
+
+    mounts.push(MountStep::BindFile {
+        source: rt.node.clone(),
+        target: rt.node.clone(),
+    });
+    read_files.push(rt.node.clone());
+    for lib in &rt.libraries {
+        if lib == &rt.node {
+            continue;
+        }
+        mounts.push(MountStep::BindFile {
+            source: lib.clone(),
+            target: lib.clone(),
+        });
+        read_files.push(lib.clone());
+    }
+    if let Some(loader) = &rt.loader {
+        exec_files.push(loader.clone());
+    }
+    if existing(Path::new(LD_CACHE)) {
+        mounts.push(MountStep::BindFile {
+            source: LD_CACHE.into(),
+            target: LD_CACHE.into(),
+        });
+        read_files.push(LD_CACHE.into());
+    }
+    let mut write_files = Vec::new();
+    for dev in DEVICES {
+        if existing(Path::new(dev)) {
+            mounts.push(MountStep::Device {
+                source: (*dev).into(),
+                target: (*dev).into(),
+            });
+            read_files.push((*dev).into());
+        }
+    }
+    if existing(Path::new("/dev/null")) {
+        write_files.push("/dev/null".into());
+    }
+    mounts.push(MountStep::BindDir {
+        source: paths.skill.clone(),
+        target: SKILL_DIR.into(),
+    });
+    mounts.push(MountStep::Proc {
+        target: "/proc".into(),
+    });
+
+    Plan {
+        job_id: job.job_id.clone(),
+        root: paths.root.clone(),
+        mounts,
+        hostname: "skill".to_string(),
+        uid,
+        gid: uid,
+        cwd: SKILL_DIR.into(),
+        exe: rt.node.clone(),
+        argv: node_argv(job, rt),
+        env: Vec::new(),
+        landlock: LandlockPlan {
+            read_files,
+            read_dirs: vec![SKILL_DIR.into(), "/proc".into()],
+            exec_files,
+            write_files,
+            connect_tcp: Vec::new(),
+        },
+        seccomp,
+        nofile: 256,
+        net: job.net,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Bounds, Job};
+
+    fn job(mem: u64) -> ValidJob {
+        let body = "process.stdout.write('1')";
+        let sha = {
+            use sha2::Digest;
+            hex::encode(sha2::Sha256::digest(body.as_bytes()))
+        };
+        let j: Job = serde_json::from_value(serde_json::json!({
+            "job_id": "j1", "class": "function", "artifact": crate::job::ARTIFACT,
+            "args": {"tool": "t", "entry": "tools/t.js", "input": {}},
+            "inputs": [{"name": "tools/t.js", "sha256": sha,
+                        "content_base64": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, body)}],
+            "limits": {"mem_bytes": mem}
+        }))
+        .unwrap();
+        crate::job::validate(j, &Bounds::default()).unwrap()
+    }
+
+    fn rt(major: u32) -> Runtime {
+        Runtime {
+            node: "/opt/n/bin/node".into(),
+            version: format!("v{major}.1.0"),
+            major,
+            minor: 1,
+            sha256: String::new(),
+            pinned: false,
+            libraries: vec![
+                "/lib/x86_64-linux-gnu/libc.so.6".into(),
+                "/lib64/ld-linux-x86-64.so.2".into(),
+            ],
+            loader: Some("/lib64/ld-linux-x86-64.so.2".into()),
+        }
+    }
+
+    fn paths() -> JobPaths {
+        JobPaths {
+            skill: "/state/jobs/j1/skill".into(),
+            root: "/state/jobs/j1/root".into(),
+        }
+    }
+
+    fn plan(major: u32, all_exist: bool) -> Plan {
+        build(
+            &job(134_217_728),
+            &rt(major),
+            &paths(),
+            CompiledFilters::default(),
+            2_100_000_007,
+            &|_| all_exist,
+        )
+    }
+
+    #[test]
+    fn node24_argv() {
+        let p = plan(24, true);
+        assert_eq!(
+            p.argv,
+            vec![
+                "/opt/n/bin/node",
+                "--permission",
+                "--allow-fs-read=/skill/",
+                "--disallow-code-generation-from-strings",
+                "--max-old-space-size=64",
+                "/skill/tools/t.js"
+            ]
+        );
+        assert!(p.env.is_empty(), "the tool's environment is empty");
+        assert_eq!(p.cwd, PathBuf::from("/skill"));
+    }
+
+    #[test]
+    fn node20_argv() {
+        let p = plan(20, true);
+        assert_eq!(p.argv[1], "--experimental-permission");
+        assert_eq!(p.argv[2], "--allow-fs-read=/skill/*");
+    }
+
+    #[test]
+    fn only_node_and_loader_execute() {
+        let p = plan(24, true);
+        assert_eq!(
+            p.landlock.exec_files,
+            vec![
+                PathBuf::from("/opt/n/bin/node"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2")
+            ]
+        );
+        assert_eq!(p.landlock.write_files, vec![PathBuf::from("/dev/null")]);
+        assert!(p.landlock.connect_tcp.is_empty());
+    }
+
+    #[test]
+    fn root_holds_only_runtime_skill_proc_and_devices() {
+        let p = plan(24, true);
+        let targets: Vec<String> = p
+            .mounts
+            .iter()
+            .map(|m| match m {
+                MountStep::BindFile { target, .. }
+                | MountStep::BindDir { target, .. }
+                | MountStep::Device { target, .. }
+                | MountStep::Proc { target } => target.display().to_string(),
+            })
+            .collect();
+        assert_eq!(
+            targets,
+            vec![
+                "/opt/n/bin/node",
+                "/lib/x86_64-linux-gnu/libc.so.6",
+                "/lib64/ld-linux-x86-64.so.2",
+                "/etc/ld.so.cache",
+                "/dev/null",
+                "/dev/zero",
+                "/dev/urandom",
+                "/dev/random",
+                "/skill",
+                "/proc"
+            ]
+        );
+        assert!(matches!(
+            &p.mounts[8],
+            MountStep::BindDir { source, .. } if source == Path::new("/state/jobs/j1/skill")
+        ));
+    }
+
+    #[test]
+    fn absent_optional_files_are_left_out() {
+        let p = plan(24, false);
+        assert!(!p
+            .mounts
+            .iter()
+            .any(|m| matches!(m, MountStep::Device { .. })));
+        assert!(p.landlock.write_files.is_empty());
+    }
+
+    #[test]
+    fn heap_ceiling_is_below_the_memory_limit() {
+        assert_eq!(heap_mib(16 * MIB), 8);
+        assert_eq!(heap_mib(128 * MIB), 64);
+        assert_eq!(heap_mib(256 * MIB), 128);
+        for mem in [16 * MIB, 100 * MIB, 256 * MIB] {
+            assert!(heap_mib(mem) * MIB < mem);
+        }
+        assert_eq!(plan(24, true).uid, 2_100_000_007);
+    }
+}

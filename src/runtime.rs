@@ -1,0 +1,327 @@
+//! The Node runtime: where it is, which version, which flags it understands, which files
+//! it needs to start, and whether it is the pinned binary.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The supported runtime (SPEC.md, Runtime).
+pub const PINNED_VERSION: &str = "v24.22.3";
+pub const PINNED_SHA256: &str = "a7ec1b37e6ff9d187e4198c5b6df9a4eb1c74dd31804fb3bac55cc4ceca1ac01";
+/// Where `scripts/install-node` and the Debian package put it.
+pub const PINNED_PATH: &str = "/opt/openvibe-skill-runner/node-v24.22.3/bin/node";
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Runtime {
+    pub node: PathBuf,
+    pub version: String,
+    pub major: u32,
+    pub minor: u32,
+    pub sha256: String,
+    /// The binary is the pinned one, byte for byte.
+    pub pinned: bool,
+    /// The shared objects Node loads (as the dynamic loader names them) and the loader.
+    pub libraries: Vec<PathBuf>,
+    /// The ELF interpreter among `libraries`: it must be executable in the sandbox.
+    pub loader: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("no Node runtime at {0}: run scripts/install-node (or set runner.node in the configuration)")]
+    Missing(PathBuf),
+    #[error("cannot run {path} --version: {err}")]
+    Version { path: PathBuf, err: String },
+    #[error("Node {version} at {path} is not supported: Node 24 LTS is (22.13 or later is accepted; 20 only with runner.allow_node20 = true)")]
+    Unsupported { path: PathBuf, version: String },
+    #[error("Node at {path} says it is {PINNED_VERSION} but its sha256 is {found}, not the pinned {PINNED_SHA256}: reinstall it with scripts/install-node")]
+    Tampered { path: PathBuf, found: String },
+    #[error("cannot list the libraries of {path}: {err}")]
+    Libraries { path: PathBuf, err: String },
+    #[error("cannot read {path}: {err}")]
+    Io { path: PathBuf, err: std::io::Error },
+}
+
+impl Runtime {
+    /// The permission flag this version understands (24 rejects the old one, 20 the new one).
+    pub fn permission_flag(&self) -> &'static str {
+        if self.major >= 22 {
+            "--permission"
+        } else {
+            "--experimental-permission"
+        }
+    }
+
+    /// The read grant for the skill directory in this version's syntax.
+    pub fn fs_read_grant(&self, dir: &str) -> String {
+        if self.major >= 22 {
+            format!("--allow-fs-read={dir}/")
+        } else {
+            format!("--allow-fs-read={dir}/*")
+        }
+    }
+}
+
+/// Parses `v24.22.3` into (24, 22).
+pub fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let v = text.trim().strip_prefix('v')?;
+    let mut parts = v.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    parts.next()?.parse::<u32>().ok()?;
+    Some((major, minor))
+}
+
+/// Whether a version may run jobs under this configuration.
+pub fn version_supported(major: u32, minor: u32, allow_node20: bool) -> bool {
+    major >= 24 || (major == 22 && minor >= 13) || major == 23 || (major == 20 && allow_node20)
+}
+
+/// Parses `ldd` output into the paths of the objects it resolved.
+pub fn parse_ldd(text: &str) -> (Vec<PathBuf>, Option<PathBuf>) {
+    let mut libs = Vec::new();
+    let mut loader = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if let Some((_, rest)) = line.split_once("=>") {
+            let path = rest.trim().split(' ').next().unwrap_or("");
+            if path.starts_with('/') {
+                libs.push(PathBuf::from(path));
+            }
+        } else if line.starts_with('/') {
+            let path = line.split(' ').next().unwrap_or("");
+            libs.push(PathBuf::from(path));
+            loader = Some(PathBuf::from(path));
+        }
+    }
+    (libs, loader)
+}
+
+fn sha256_file(path: &Path) -> Result<String, RuntimeError> {
+    let mut f = std::fs::File::open(path).map_err(|err| RuntimeError::Io {
+        path: path.into(),
+        err,
+    })?;
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).map_err(|err| RuntimeError::Io {
+            path: path.into(),
+            err,
+        })?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// What identifies a file's bytes cheaply: a cached verification is reused while it holds.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+struct Identity {
+    dev: u64,
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+fn identity(path: &Path) -> Result<Identity, RuntimeError> {
+    let m = std::fs::metadata(path).map_err(|err| RuntimeError::Io {
+        path: path.into(),
+        err,
+    })?;
+    Ok(Identity {
+        dev: m.dev(),
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: m.mtime() as i128 * 1_000_000_000 + m.mtime_nsec() as i128,
+        ctime_ns: m.ctime() as i128 * 1_000_000_000 + m.ctime_nsec() as i128,
+    })
+}
+
+#[derive(Serialize, Deserialize)]
+struct CacheRecord {
+    identity: Identity,
+    runtime: Runtime,
+}
+
+/// Finds the Node to use, in order: the configured path, the pinned install.
+pub fn locate(configured: Option<&Path>) -> PathBuf {
+    match configured {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from(PINNED_PATH),
+    }
+}
+
+/// Inspects the runtime once: version, hash, libraries. The result is cached in
+/// `cache_file` keyed by the binary's inode, size and times, so each job does not hash
+/// a 120 MB file again; any change to the binary invalidates the record.
+pub fn inspect(
+    node: &Path,
+    allow_node20: bool,
+    cache_file: Option<&Path>,
+) -> Result<Runtime, RuntimeError> {
+    if !node.is_file() {
+        return Err(RuntimeError::Missing(node.to_path_buf()));
+    }
+    let node = std::fs::canonicalize(node).map_err(|err| RuntimeError::Io {
+        path: node.into(),
+        err,
+    })?;
+    let id = identity(&node)?;
+    if let Some(cache) = cache_file {
+        if let Ok(text) = std::fs::read(cache) {
+            if let Ok(rec) = serde_json::from_slice::<CacheRecord>(&text) {
+                if rec.identity == id && rec.runtime.node == node {
+                    check_supported(&rec.runtime, allow_node20)?;
+                    return Ok(rec.runtime);
+                }
+            }
+        }
+    }
+    let out = Command::new(&node)
+        .arg("--version")
+        .env_clear()
+        .output()
+        .map_err(|e| RuntimeError::Version {
+            path: node.clone(),
+            err: e.to_string(),
+        })?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let (major, minor) = parse_version(&version).ok_or_else(|| RuntimeError::Version {
+        path: node.clone(),
+        err: format!("unexpected answer {version:?}"),
+    })?;
+    let sha256 = sha256_file(&node)?;
+    let pinned = sha256 == PINNED_SHA256;
+    let ldd = Command::new("ldd")
+        .arg(&node)
+        .env_clear()
+        .output()
+        .map_err(|e| RuntimeError::Libraries {
+            path: node.clone(),
+            err: e.to_string(),
+        })?;
+    if !ldd.status.success() {
+        return Err(RuntimeError::Libraries {
+            path: node.clone(),
+            err: String::from_utf8_lossy(&ldd.stderr).into_owned(),
+        });
+    }
+    let (libraries, loader) = parse_ldd(&String::from_utf8_lossy(&ldd.stdout));
+    let runtime = Runtime {
+        node: node.clone(),
+        version,
+        major,
+        minor,
+        sha256,
+        pinned,
+        libraries,
+        loader,
+    };
+    check_supported(&runtime, allow_node20)?;
+    if let Some(cache) = cache_file {
+        let rec = CacheRecord {
+            identity: id,
+            runtime: runtime.clone(),
+        };
+        if let Ok(text) = serde_json::to_vec(&rec) {
+            let tmp = cache.with_extension("tmp");
+            if std::fs::write(&tmp, text).is_ok() {
+                let _ = std::fs::rename(&tmp, cache);
+            }
+        }
+    }
+    Ok(runtime)
+}
+
+fn check_supported(rt: &Runtime, allow_node20: bool) -> Result<(), RuntimeError> {
+    if rt.version == PINNED_VERSION && !rt.pinned {
+        return Err(RuntimeError::Tampered {
+            path: rt.node.clone(),
+            found: rt.sha256.clone(),
+        });
+    }
+    if !version_supported(rt.major, rt.minor, allow_node20) {
+        return Err(RuntimeError::Unsupported {
+            path: rt.node.clone(),
+            version: rt.version.clone(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions() {
+        assert_eq!(parse_version("v24.22.3\n"), Some((24, 22)));
+        assert_eq!(parse_version("24.22.3"), None);
+        assert_eq!(parse_version("v24.x.3"), None);
+        assert!(version_supported(24, 0, false));
+        assert!(version_supported(22, 13, false));
+        assert!(!version_supported(22, 12, false));
+        assert!(!version_supported(20, 20, false));
+        assert!(version_supported(20, 20, true));
+        assert!(!version_supported(18, 0, true));
+    }
+
+    #[test]
+    fn ldd_output() {
+        let text = "\tlinux-vdso.so.1 (0x00007fff)\n\tlibdl.so.2 => /lib/x86_64-linux-gnu/libdl.so.2 (0x1)\n\tlibc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x2)\n\t/lib64/ld-linux-x86-64.so.2 (0x3)\n\tlibfoo.so => not found\n";
+        let (libs, loader) = parse_ldd(text);
+        assert_eq!(
+            libs,
+            vec![
+                PathBuf::from("/lib/x86_64-linux-gnu/libdl.so.2"),
+                PathBuf::from("/lib/x86_64-linux-gnu/libc.so.6"),
+                PathBuf::from("/lib64/ld-linux-x86-64.so.2"),
+            ]
+        );
+        assert_eq!(loader, Some(PathBuf::from("/lib64/ld-linux-x86-64.so.2")));
+    }
+
+    #[test]
+    fn flags_follow_the_version() {
+        let mut rt = Runtime {
+            node: "/n".into(),
+            version: "v24.22.3".into(),
+            major: 24,
+            minor: 22,
+            sha256: String::new(),
+            pinned: true,
+            libraries: vec![],
+            loader: None,
+        };
+        assert_eq!(rt.permission_flag(), "--permission");
+        assert_eq!(rt.fs_read_grant("/skill"), "--allow-fs-read=/skill/");
+        rt.major = 20;
+        assert_eq!(rt.permission_flag(), "--experimental-permission");
+        assert_eq!(rt.fs_read_grant("/skill"), "--allow-fs-read=/skill/*");
+    }
+
+    #[test]
+    fn a_tampered_pinned_version_is_refused() {
+        let rt = Runtime {
+            node: "/n".into(),
+            version: PINNED_VERSION.into(),
+            major: 24,
+            minor: 22,
+            sha256: "00".into(),
+            pinned: false,
+            libraries: vec![],
+            loader: None,
+        };
+        assert!(matches!(
+            check_supported(&rt, false),
+            Err(RuntimeError::Tampered { .. })
+        ));
+    }
+}

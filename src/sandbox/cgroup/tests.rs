@@ -1,0 +1,1230 @@
+//! Detection, placement, limits and stats against a fake cgroup tree in a tempdir: no root,
+//! no real cgroup touched. `FakeKernel` plays the kernel's part (interface files appear on
+//! mkdir, cgroup.procs moves a pid, subtree_control checks what is offered, rmdir refuses
+//! a populated cgroup) and never signals anything.
+
+use super::detect::{detect_at, parse_mountinfo, parse_self_cgroup, HostView};
+use super::*;
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+// ---- the fake kernel ------------------------------------------------------------------
+
+#[derive(Debug)]
+struct FakeKernel {
+    /// `<tempdir>/sys/fs/cgroup`.
+    cgroup_root: PathBuf,
+    /// The cgroup2 mount, when the fake host is v2.
+    v2_mount: Option<PathBuf>,
+    swap_accounting: bool,
+    writes: Mutex<Vec<(PathBuf, String)>>,
+    killed: Mutex<Vec<i32>>,
+}
+
+fn os_err(errno: i32) -> io::Error {
+    io::Error::from_raw_os_error(errno)
+}
+
+impl FakeKernel {
+    fn is_v2(&self, path: &Path) -> bool {
+        self.v2_mount.as_ref().is_some_and(|m| path.starts_with(m))
+    }
+
+    /// The root of the hierarchy `path` is in.
+    fn hierarchy_root(&self, path: &Path) -> PathBuf {
+        if let Some(mount) = self.v2_mount.as_ref().filter(|m| path.starts_with(m)) {
+            return mount.clone();
+        }
+        let rest = path.strip_prefix(&self.cgroup_root).unwrap_or(path);
+        match rest.components().next() {
+            Some(first) => self.cgroup_root.join(first),
+            None => self.cgroup_root.clone(),
+        }
+    }
+
+    fn populate(&self, dir: &Path) -> io::Result<()> {
+        let mut files: Vec<(&str, String)> = vec![("cgroup.procs", String::new())];
+        if self.is_v2(dir) {
+            let parent_control = dir
+                .parent()
+                .map(|p| fs::read_to_string(p.join("cgroup.subtree_control")).unwrap_or_default())
+                .unwrap_or_default();
+            let offered: Vec<&str> = parent_control.split_whitespace().collect();
+            files.push(("cgroup.controllers", offered.join(" ")));
+            files.push(("cgroup.subtree_control", String::new()));
+            files.push(("cgroup.events", "populated 0\nfrozen 0\n".into()));
+            files.push(("cgroup.freeze", "0".into()));
+            files.push(("cgroup.kill", String::new()));
+            files.push((
+                "cpu.stat",
+                "usage_usec 0\nuser_usec 0\nsystem_usec 0\n".into(),
+            ));
+            if offered.contains(&"memory") {
+                files.push(("memory.max", "max".into()));
+                files.push(("memory.current", "0".into()));
+                files.push(("memory.peak", "0".into()));
+                files.push((
+                    "memory.events",
+                    "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n".into(),
+                ));
+                files.push(("memory.oom.group", "0".into()));
+                if self.swap_accounting {
+                    files.push(("memory.swap.max", "max".into()));
+                }
+            }
+            if offered.contains(&"pids") {
+                files.push(("pids.max", "max".into()));
+                files.push(("pids.events", "max 0\n".into()));
+            }
+        } else {
+            let hierarchy = self.hierarchy_root(dir);
+            let name = hierarchy
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default()
+                .to_owned();
+            files.push(("tasks", String::new()));
+            for controller in name.split(',') {
+                match controller {
+                    "memory" => {
+                        files.push(("memory.limit_in_bytes", "9223372036854771712".into()));
+                        files.push(("memory.max_usage_in_bytes", "0".into()));
+                        files.push(("memory.usage_in_bytes", "0".into()));
+                        files.push(("memory.failcnt", "0".into()));
+                        files.push((
+                            "memory.oom_control",
+                            "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n".into(),
+                        ));
+                        files.push(("memory.swappiness", "60".into()));
+                        if self.swap_accounting {
+                            files.push((
+                                "memory.memsw.limit_in_bytes",
+                                "9223372036854771712".into(),
+                            ));
+                            files.push(("memory.memsw.failcnt", "0".into()));
+                        }
+                    }
+                    "pids" => {
+                        files.push(("pids.max", "max".into()));
+                        files.push(("pids.events", "max 0\n".into()));
+                    }
+                    "cpuacct" => files.push(("cpuacct.usage", "0".into())),
+                    "freezer" => files.push(("freezer.state", "THAWED".into())),
+                    _ => {}
+                }
+            }
+        }
+        for (file, content) in files {
+            fs::write(dir.join(file), content)?;
+        }
+        Ok(())
+    }
+
+    /// Every directory below `dir` (itself included).
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        out.push(dir.to_path_buf());
+        if let Ok(entries) = fs::read_dir(dir) {
+            for entry in entries.flatten() {
+                if entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+                    Self::walk(&entry.path(), out);
+                }
+            }
+        }
+    }
+
+    fn remove_pid_everywhere(&self, hierarchy: &Path, pid: &str) -> io::Result<()> {
+        let mut dirs = Vec::new();
+        Self::walk(hierarchy, &mut dirs);
+        for dir in dirs {
+            let procs = dir.join("cgroup.procs");
+            if let Ok(text) = fs::read_to_string(&procs) {
+                let kept: String = text
+                    .lines()
+                    .filter(|line| line.trim() != pid)
+                    .map(|line| format!("{line}\n"))
+                    .collect();
+                fs::write(&procs, kept)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn written(&self, path: &Path) -> Vec<String> {
+        self.writes
+            .lock()
+            .map(|w| {
+                w.iter()
+                    .filter(|(p, _)| p == path)
+                    .map(|(_, v)| v.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+impl Kernel for FakeKernel {
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        fs::create_dir(path)?;
+        self.populate(path)
+    }
+
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        if !path.exists() {
+            return Err(os_err(libc::ENOENT));
+        }
+        let has_children = fs::read_dir(path)?
+            .flatten()
+            .any(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false));
+        let populated = !fs::read_to_string(path.join("cgroup.procs"))
+            .unwrap_or_default()
+            .trim()
+            .is_empty();
+        if has_children || populated {
+            return Err(os_err(libc::EBUSY));
+        }
+        fs::remove_dir_all(path)
+    }
+
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        if !path.is_file() {
+            return Err(os_err(libc::ENOENT));
+        }
+        if let Ok(mut writes) = self.writes.lock() {
+            writes.push((path.to_path_buf(), value.to_owned()));
+        }
+        let dir = path.parent().unwrap_or(Path::new("/"));
+        match path.file_name().and_then(|n| n.to_str()) {
+            Some("cgroup.procs") => {
+                let pid = value.trim();
+                if self.is_v2(dir)
+                    && !fs::read_to_string(dir.join("cgroup.subtree_control"))?
+                        .trim()
+                        .is_empty()
+                {
+                    return Err(os_err(libc::EBUSY));
+                }
+                self.remove_pid_everywhere(&self.hierarchy_root(dir), pid)?;
+                let mut text = fs::read_to_string(path)?;
+                text.push_str(pid);
+                text.push('\n');
+                fs::write(path, text)
+            }
+            Some("cgroup.subtree_control") => {
+                let offered = fs::read_to_string(dir.join("cgroup.controllers"))?;
+                let offered: Vec<&str> = offered.split_whitespace().collect();
+                let current = fs::read_to_string(path)?;
+                let mut enabled: Vec<String> =
+                    current.split_whitespace().map(str::to_owned).collect();
+                let procs = fs::read_to_string(dir.join("cgroup.procs"))?;
+                let is_mount_root = self.v2_mount.as_deref() == Some(dir);
+                for token in value.split_whitespace() {
+                    let (add, name) = match token.split_at(1) {
+                        ("+", name) => (true, name),
+                        ("-", name) => (false, name),
+                        _ => return Err(os_err(libc::EINVAL)),
+                    };
+                    if !offered.contains(&name) {
+                        return Err(os_err(libc::EINVAL));
+                    }
+                    if add && !is_mount_root && !procs.trim().is_empty() {
+                        return Err(os_err(libc::EBUSY));
+                    }
+                    enabled.retain(|c| c != name);
+                    if add {
+                        enabled.push(name.to_owned());
+                    }
+                }
+                fs::write(path, enabled.join(" "))
+            }
+            _ => fs::write(path, value),
+        }
+    }
+
+    fn kill_listed(&self, pid: i32, procs_files: &[PathBuf]) -> io::Result<()> {
+        if let Ok(mut killed) = self.killed.lock() {
+            killed.push(pid);
+        }
+        for file in procs_files {
+            if let Some(dir) = file.parent() {
+                self.remove_pid_everywhere(dir, &pid.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+// ---- fake hosts -----------------------------------------------------------------------
+
+const OWN_PID: i32 = 4242;
+
+/// This workplace's layout: v1 controllers, a controller-less cgroup2 at unified/.
+const HYBRID_MOUNTINFO: &str = "\
+25 1 0:23 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+32 31 0:29 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu
+33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+34 31 0:31 / /sys/fs/cgroup/cpuset rw,relatime - cgroup cgroup rw,cpuset
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+36 31 0:33 / /sys/fs/cgroup/devices rw,relatime - cgroup cgroup rw,devices
+37 31 0:34 / /sys/fs/cgroup/freezer rw,relatime - cgroup cgroup rw,freezer
+38 31 0:35 / /sys/fs/cgroup/blkio rw,relatime - cgroup cgroup rw,blkio
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+
+const HYBRID_SELF: &str = "\
+9:name=systemd:/
+8:pids:/
+7:blkio:/
+6:freezer:/
+5:devices:/
+4:memory:/process_api/abc
+3:cpuset:/
+2:cpuacct:/
+1:cpu:/
+0::/
+";
+
+const V2_MOUNTINFO: &str = "\
+24 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+27 24 0:25 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
+";
+
+struct FakeHost {
+    dir: tempfile::TempDir,
+    kernel: Arc<FakeKernel>,
+    mountinfo: String,
+    self_cgroup: String,
+}
+
+impl FakeHost {
+    fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn cg(&self, rel: &str) -> PathBuf {
+        self.root().join("sys/fs/cgroup").join(rel)
+    }
+
+    fn detect(&self, parent_override: Option<&Path>) -> Result<CgroupHost, CgroupError> {
+        let kernel: Arc<dyn Kernel> = self.kernel.clone();
+        detect_at(
+            &HostView {
+                mountinfo: &self.mountinfo,
+                self_cgroup: &self.self_cgroup,
+                fs_root: self.root(),
+                self_pid: OWN_PID,
+                parent_override,
+            },
+            kernel,
+        )
+    }
+
+    fn new(mountinfo: &str, self_cgroup: &str, v2: bool, swap_accounting: bool) -> FakeHost {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cgroup_root = dir.path().join("sys/fs/cgroup");
+        fs::create_dir_all(&cgroup_root).expect("mkdir");
+        let kernel = Arc::new(FakeKernel {
+            v2_mount: v2.then(|| cgroup_root.clone()),
+            cgroup_root,
+            swap_accounting,
+            writes: Mutex::new(Vec::new()),
+            killed: Mutex::new(Vec::new()),
+        });
+        FakeHost {
+            dir,
+            kernel,
+            mountinfo: mountinfo.to_owned(),
+            self_cgroup: self_cgroup.to_owned(),
+        }
+    }
+
+    /// The hybrid workplace: every v1 hierarchy with its root files, and our own memory
+    /// cgroup (made by the workplace, not by us) holding our pid.
+    fn hybrid(swap_accounting: bool) -> FakeHost {
+        Self::hybrid_with(HYBRID_MOUNTINFO, swap_accounting)
+    }
+
+    fn hybrid_with(mountinfo: &str, swap_accounting: bool) -> FakeHost {
+        let host = FakeHost::new(mountinfo, HYBRID_SELF, false, swap_accounting);
+        for mount in parse_mountinfo(mountinfo) {
+            let dir = mount.dir(host.root());
+            fs::create_dir_all(&dir).expect("mkdir hierarchy");
+            if mount.v2 {
+                fs::write(dir.join("cgroup.controllers"), "hugetlb").expect("write");
+                fs::write(dir.join("cgroup.subtree_control"), "").expect("write");
+                fs::write(dir.join("cgroup.procs"), "1\n").expect("write");
+            } else {
+                host.kernel.populate(&dir).expect("populate");
+            }
+        }
+        let memory = host.cg("memory");
+        if memory.exists() {
+            let own = memory.join("process_api/abc");
+            fs::create_dir_all(&own).expect("mkdir own");
+            host.kernel.populate(&own).expect("populate own");
+            fs::write(own.join("cgroup.procs"), format!("{OWN_PID}\n")).expect("write");
+        }
+        host
+    }
+
+    /// Pure v2; the root offers `offered` and enables `enabled` for its children.
+    fn v2(self_cgroup: &str, offered: &str, enabled: &str) -> FakeHost {
+        let host = FakeHost::new(V2_MOUNTINFO, self_cgroup, true, true);
+        let root = host.cg("");
+        fs::write(root.join("cgroup.controllers"), offered).expect("write");
+        fs::write(root.join("cgroup.subtree_control"), enabled).expect("write");
+        fs::write(root.join("cgroup.procs"), "1\n").expect("write");
+        host
+    }
+
+    /// Pure v2 with the runner in `/system.slice/ov.service`, which offers `offered`
+    /// and holds `procs`.
+    fn v2_delegated(offered: &str, procs: &str) -> FakeHost {
+        let host = Self::v2(
+            "0::/system.slice/ov.service\n",
+            "cpuset cpu io memory hugetlb pids rdma misc",
+            "cpu memory pids",
+        );
+        let slice = host.cg("system.slice");
+        host.kernel.mkdir(&slice).expect("mkdir slice");
+        fs::write(slice.join("cgroup.subtree_control"), offered).expect("write");
+        let service = slice.join("ov.service");
+        host.kernel.mkdir(&service).expect("mkdir service");
+        fs::write(service.join("cgroup.procs"), procs).expect("write");
+        host.kernel.writes.lock().expect("lock").clear();
+        host
+    }
+}
+
+fn read(path: &Path) -> String {
+    fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("read {}: {e}", path.display()))
+        .trim()
+        .to_owned()
+}
+
+fn described(host: &CgroupHost, key: &str) -> String {
+    host.describe()
+        .into_iter()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v)
+        .unwrap_or_else(|| panic!("describe has no {key:?}: {:?}", host.describe()))
+}
+
+fn limits(mem_bytes: u64, pids_max: u64) -> CgroupLimits {
+    CgroupLimits {
+        mem_bytes,
+        pids_max,
+    }
+}
+
+const MIB: u64 = 1024 * 1024;
+
+// ---- parsing --------------------------------------------------------------------------
+
+#[test]
+fn mountinfo_keeps_only_cgroup_mounts_with_their_controllers() {
+    let mounts = parse_mountinfo(HYBRID_MOUNTINFO);
+    assert_eq!(mounts.len(), 10, "{mounts:?}");
+    let memory = mounts
+        .iter()
+        .find(|m| m.has_controller("memory"))
+        .expect("memory");
+    assert_eq!(memory.mountpoint, Path::new("/sys/fs/cgroup/memory"));
+    assert_eq!(memory.root, "/");
+    assert!(!memory.has_controller("rw") || memory.options.contains(&"rw".to_owned()));
+    let unified: Vec<_> = mounts.iter().filter(|m| m.v2).collect();
+    assert_eq!(unified.len(), 1);
+    assert_eq!(unified[0].mountpoint, Path::new("/sys/fs/cgroup/unified"));
+    assert!(
+        !unified[0].has_controller("memory"),
+        "v2 mounts carry no v1 controllers"
+    );
+    let systemd = mounts
+        .iter()
+        .find(|m| m.mountpoint.ends_with("systemd"))
+        .expect("systemd");
+    assert!(systemd.has_controller("name=systemd") && !systemd.has_controller("memory"));
+}
+
+#[test]
+fn mountinfo_handles_optional_fields_escapes_and_subtree_roots() {
+    let text = "\
+50 31 0:40 /docker/abc /sys/fs/cgroup/my\\040memory rw shared:5 master:1 - cgroup cgroup rw,memory,nosuid
+51 31 0:41 / /weird rw - ext4 /dev/sda1 rw
+52 31 0:42 / /bad
+";
+    let mounts = parse_mountinfo(text);
+    assert_eq!(mounts.len(), 1, "{mounts:?}");
+    let m = &mounts[0];
+    assert_eq!(m.mountpoint, Path::new("/sys/fs/cgroup/my memory"));
+    assert_eq!(m.root, "/docker/abc");
+    assert!(m.has_controller("memory"));
+    let root = Path::new("/fake");
+    assert_eq!(
+        m.resolve(root, "/docker/abc/x"),
+        Some(PathBuf::from("/fake/sys/fs/cgroup/my memory/x"))
+    );
+    assert_eq!(
+        m.resolve(root, "/docker/abc"),
+        Some(PathBuf::from("/fake/sys/fs/cgroup/my memory/"))
+    );
+    assert_eq!(
+        m.resolve(root, "/docker/abcd"),
+        None,
+        "prefix must end at a component"
+    );
+    assert_eq!(m.resolve(root, "/other"), None);
+    assert_eq!(m.resolve(root, "/docker/abc/../x"), None, "no .. ever");
+}
+
+#[test]
+fn self_cgroup_lists_v1_hierarchies_and_the_v2_path() {
+    let parsed = parse_self_cgroup("5:cpu,cpuacct:/a:b\n4:memory:/m\n1:name=systemd:/s\n0::/u\n");
+    assert_eq!(parsed.v2.as_deref(), Some("/u"));
+    assert_eq!(
+        parsed.v1_path("cpuacct"),
+        Some("/a:b"),
+        "a ':' in a path is kept"
+    );
+    assert_eq!(parsed.v1_path("cpu"), Some("/a:b"));
+    assert_eq!(parsed.v1_path("memory"), Some("/m"));
+    assert_eq!(parsed.v1_path("pids"), None);
+    let hybrid = parse_self_cgroup(HYBRID_SELF);
+    assert_eq!(hybrid.v1_path("memory"), Some("/process_api/abc"));
+    assert_eq!(hybrid.v2.as_deref(), Some("/"));
+}
+
+#[test]
+fn flat_keyed_files_parse_every_format() {
+    let memory_events = "low 0\nhigh 2\nmax 7\noom 1\noom_kill 1\noom_group_kill 0\n";
+    assert_eq!(keyed_value(memory_events, "max"), Some(7));
+    assert_eq!(keyed_value(memory_events, "oom"), Some(1));
+    assert_eq!(keyed_value(memory_events, "oom_kill"), Some(1));
+    assert_eq!(keyed_value("max 3\n", "max"), Some(3));
+    assert_eq!(
+        keyed_value("max.imposed 3\n", "max"),
+        None,
+        "keys match whole"
+    );
+    let cpu_stat = "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\nnr_periods 0\n";
+    assert_eq!(keyed_value(cpu_stat, "usage_usec"), Some(1500));
+    let oom_control = "oom_kill_disable 0\nunder_oom 0\noom_kill 4\n";
+    assert_eq!(keyed_value(oom_control, "oom_kill"), Some(4));
+    assert_eq!(keyed_value(oom_control, "missing"), None);
+    assert_eq!(keyed_value("max garbage\n", "max"), None);
+    assert_eq!(parse_pids("12\n\n 13 \nx\n-1\n0\n"), vec![12, 13]);
+}
+
+// ---- detection and placement ----------------------------------------------------------
+
+#[test]
+fn hybrid_host_uses_v1_under_the_runners_own_cgroups() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(host.version(), CgroupVersion::V1);
+    let memory_parent = fake.cg("memory/process_api/abc/openvibe-skill-runner");
+    let pids_parent = fake.cg("pids/openvibe-skill-runner");
+    let cpuacct_parent = fake.cg("cpuacct/openvibe-skill-runner");
+    let freezer_parent = fake.cg("freezer/openvibe-skill-runner");
+    for dir in [
+        &memory_parent,
+        &pids_parent,
+        &cpuacct_parent,
+        &freezer_parent,
+    ] {
+        assert!(dir.is_dir(), "{} created", dir.display());
+    }
+    assert_eq!(described(&host, "version"), "v1");
+    assert_eq!(
+        described(&host, "memory"),
+        memory_parent.display().to_string()
+    );
+    assert_eq!(described(&host, "pids"), pids_parent.display().to_string());
+    assert_eq!(
+        described(&host, "cpuacct"),
+        cpuacct_parent.display().to_string()
+    );
+    assert!(described(&host, "layout").starts_with("hybrid"));
+    assert!(described(&host, "swap accounting").starts_with("yes"));
+    // Nothing outside our parents was written or created.
+    assert!(fake.kernel.writes.lock().expect("lock").is_empty());
+    assert!(
+        !fake.cg("cpu/openvibe-skill-runner").exists(),
+        "cpu is not used"
+    );
+    assert!(!fake.cg("unified/openvibe-skill-runner").exists());
+    // A second detection (restart) reuses the parents.
+    fake.detect(None).expect("detect again");
+}
+
+#[test]
+fn v1_without_swap_accounting_says_so() {
+    let fake = FakeHost::hybrid(false);
+    let host = fake.detect(None).expect("detect");
+    assert!(described(&host, "swap accounting").starts_with("no"));
+}
+
+#[test]
+fn v1_missing_pids_is_an_error_naming_it_and_creates_nothing() {
+    let mountinfo: String = HYBRID_MOUNTINFO
+        .lines()
+        .filter(|l| !l.ends_with("rw,pids"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let fake = FakeHost::hybrid_with(&mountinfo, true);
+    let err = fake.detect(None).expect_err("must fail closed");
+    let CgroupError::MissingController { controller, .. } = &err else {
+        panic!("wrong error: {err}");
+    };
+    assert_eq!(*controller, "pids");
+    let message = err.to_string();
+    assert!(message.contains("mount -t cgroup -o pids"), "{message}");
+    assert!(
+        message.contains("cgroup2 mount at /sys/fs/cgroup/unified"),
+        "{message}"
+    );
+    assert!(!fake
+        .cg("memory/process_api/abc/openvibe-skill-runner")
+        .exists());
+}
+
+#[test]
+fn v1_missing_memory_is_an_error_naming_it() {
+    let mountinfo: String = HYBRID_MOUNTINFO
+        .lines()
+        .filter(|l| !l.ends_with("rw,memory"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let fake = FakeHost::hybrid_with(&mountinfo, true);
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(
+        matches!(
+            err,
+            CgroupError::MissingController {
+                controller: "memory",
+                ..
+            }
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn v1_co_mounted_cpu_cpuacct_is_one_hierarchy() {
+    let mountinfo = "\
+32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime - cgroup cgroup rw,cpu,cpuacct
+35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory
+39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
+";
+    let mut fake = FakeHost::hybrid_with(mountinfo, true);
+    fake.self_cgroup = "4:memory:/process_api/abc\n3:pids:/\n2:cpu,cpuacct:/a\n".into();
+    fs::create_dir_all(fake.cg("cpu,cpuacct/a")).expect("mkdir");
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(
+        described(&host, "cpuacct"),
+        fake.cg("cpu,cpuacct/a/openvibe-skill-runner")
+            .display()
+            .to_string()
+    );
+    assert!(described(&host, "freezer").starts_with("not mounted"));
+    let job = host.create_job("j", &limits(64 * MIB, 16)).expect("job");
+    assert_eq!(job.paths().len(), 3, "{:?}", job.paths());
+    assert!(fake
+        .cg("cpu,cpuacct/a/openvibe-skill-runner/j/cpuacct.usage")
+        .exists());
+}
+
+#[test]
+fn pure_v2_in_the_root_cgroup_creates_the_parent_below_the_root() {
+    let fake = FakeHost::v2(
+        "0::/\n",
+        "cpuset cpu io memory hugetlb pids",
+        "cpu memory pids",
+    );
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(host.version(), CgroupVersion::V2);
+    let parent = fake.cg("openvibe-skill-runner");
+    assert_eq!(described(&host, "parent"), parent.display().to_string());
+    assert_eq!(described(&host, "controllers"), "memory pids cpu");
+    let control: BTreeSet<String> = read(&parent.join("cgroup.subtree_control"))
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        control,
+        ["cpu", "memory", "pids"].map(str::to_owned).into(),
+        "enabled in the parent we created"
+    );
+    // The root itself is never written.
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(
+        writes.iter().all(|(p, _)| p.starts_with(&parent)),
+        "{writes:?}"
+    );
+}
+
+#[test]
+fn pure_v2_root_without_pids_for_children_is_an_error() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory");
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(
+        matches!(
+            err,
+            CgroupError::MissingController {
+                controller: "pids",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let message = err.to_string();
+    assert!(message.contains("echo +pids >"), "{message}");
+    assert!(message.contains("cgroup.subtree_control"), "{message}");
+    assert!(
+        !fake.cg("openvibe-skill-runner").exists(),
+        "nothing created"
+    );
+}
+
+#[test]
+fn v2_without_controllers_is_an_error() {
+    // A hybrid host whose v1 side lacks memory and pids: the controller-less cgroup2
+    // mount cannot stand in.
+    let mountinfo = "\
+40 31 0:37 / /sys/fs/cgroup/systemd rw,relatime - cgroup cgroup rw,name=systemd
+41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw
+";
+    let fake = FakeHost::hybrid_with(mountinfo, true);
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(
+        matches!(
+            err,
+            CgroupError::MissingController {
+                controller: "memory",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("offers no memory controller"),
+        "{err}"
+    );
+}
+
+#[test]
+fn no_cgroup_mount_at_all_is_an_error() {
+    let fake = FakeHost::new("25 1 0:23 / /sys rw - sysfs sysfs rw\n", "", false, false);
+    let err = fake.detect(None).expect_err("must fail");
+    assert!(matches!(err, CgroupError::NoCgroupFs), "{err}");
+}
+
+#[test]
+fn v2_delegated_moves_only_the_runner_into_supervisor() {
+    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n"));
+    let host = fake.detect(None).expect("detect");
+    let service = fake.cg("system.slice/ov.service");
+    let jobs = service.join("jobs");
+    assert_eq!(described(&host, "parent"), jobs.display().to_string());
+    assert!(described(&host, "placement").starts_with("delegated"));
+    assert_eq!(
+        read(&service.join("supervisor/cgroup.procs")),
+        OWN_PID.to_string()
+    );
+    assert_eq!(read(&service.join("cgroup.procs")), "");
+    assert_eq!(
+        fake.kernel
+            .written(&service.join("supervisor/cgroup.procs")),
+        vec![OWN_PID.to_string()],
+        "the runner moved itself and nothing else"
+    );
+    for dir in [&service, &jobs] {
+        let control = read(&dir.join("cgroup.subtree_control"));
+        assert!(
+            control.contains("memory") && control.contains("pids"),
+            "{}: {control}",
+            dir.display()
+        );
+    }
+    let job = host.create_job("j1", &limits(64 * MIB, 32)).expect("job");
+    assert_eq!(job.paths(), [jobs.join("j1")]);
+    assert_eq!(read(&jobs.join("j1/memory.max")), (64 * MIB).to_string());
+}
+
+#[test]
+fn v2_delegated_second_detection_stays_in_supervisor() {
+    let mut fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n"));
+    fake.detect(None).expect("first detect");
+    // What /proc/self/cgroup says once the runner has moved itself.
+    fake.self_cgroup = "0::/system.slice/ov.service/supervisor\n".into();
+    fake.kernel.writes.lock().expect("lock").clear();
+    let host = fake.detect(None).expect("second detect");
+    let service = fake.cg("system.slice/ov.service");
+    assert_eq!(
+        described(&host, "parent"),
+        service.join("jobs").display().to_string()
+    );
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(writes.is_empty(), "nothing moved or re-enabled: {writes:?}");
+}
+
+#[test]
+fn v2_delegated_with_other_processes_stops_before_moving_anything() {
+    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n777\n"));
+    let err = fake.detect(None).expect_err("must refuse");
+    assert!(matches!(err, CgroupError::Placement { .. }), "{err}");
+    assert!(err.to_string().contains("[777]"), "{err}");
+    let service = fake.cg("system.slice/ov.service");
+    assert!(!service.join("supervisor").exists());
+    assert_eq!(
+        read(&service.join("cgroup.procs")),
+        format!("{OWN_PID}\n777")
+    );
+    assert!(fake.kernel.writes.lock().expect("lock").is_empty());
+}
+
+#[test]
+fn v2_not_delegated_is_an_error_naming_delegate() {
+    let fake = FakeHost::v2_delegated("cpu memory", &format!("{OWN_PID}\n"));
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(
+        matches!(
+            err,
+            CgroupError::MissingController {
+                controller: "pids",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("Delegate=yes"), "{err}");
+    assert!(!fake.cg("system.slice/ov.service/supervisor").exists());
+}
+
+#[test]
+fn configured_parent_overrides_detection_on_v2() {
+    for configured in ["/sys/fs/cgroup/custom", "/custom"] {
+        let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n"));
+        let host = fake.detect(Some(Path::new(configured))).expect("detect");
+        let parent = fake.cg("custom");
+        assert_eq!(described(&host, "parent"), parent.display().to_string());
+        assert_eq!(described(&host, "placement"), "configured parent");
+        assert!(read(&parent.join("cgroup.subtree_control")).contains("memory"));
+        assert!(
+            !fake.cg("system.slice/ov.service/supervisor").exists(),
+            "the runner is not moved when a parent is configured"
+        );
+        let job = host.create_job("j", &limits(16 * MIB, 4)).expect("job");
+        assert_eq!(job.paths(), [parent.join("j")]);
+    }
+}
+
+#[test]
+fn configured_parent_overrides_detection_on_v1() {
+    for configured in ["/sys/fs/cgroup/memory/ovr", "/ovr"] {
+        let fake = FakeHost::hybrid(true);
+        let host = fake.detect(Some(Path::new(configured))).expect("detect");
+        assert_eq!(
+            described(&host, "memory"),
+            fake.cg("memory/ovr").display().to_string()
+        );
+        assert_eq!(
+            described(&host, "pids"),
+            fake.cg("pids/ovr").display().to_string()
+        );
+        assert!(!fake
+            .cg("memory/process_api/abc/openvibe-skill-runner")
+            .exists());
+    }
+}
+
+#[test]
+fn configured_parent_must_be_a_clean_dedicated_cgroup() {
+    for bad in ["relative/x", "/a/../b", "/sys/fs/cgroup", "/sys/fs/cgroup/"] {
+        let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+        let err = fake
+            .detect(Some(Path::new(bad)))
+            .expect_err("must be refused");
+        assert!(matches!(err, CgroupError::Placement { .. }), "{bad}: {err}");
+    }
+    let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+    let err = fake
+        .detect(Some(Path::new("/missing/parent")))
+        .expect_err("its parent must exist");
+    assert!(err.to_string().contains("does not exist"), "{err}");
+}
+
+// ---- jobs -----------------------------------------------------------------------------
+
+#[test]
+fn v1_job_gets_its_limits_in_the_right_files() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("job_1", &limits(32 * MIB, 8)).expect("job");
+    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/job_1");
+    let pids = fake.cg("pids/openvibe-skill-runner/job_1");
+    assert_eq!(
+        read(&memory.join("memory.limit_in_bytes")),
+        (32 * MIB).to_string()
+    );
+    assert_eq!(
+        read(&memory.join("memory.memsw.limit_in_bytes")),
+        (32 * MIB).to_string()
+    );
+    assert_eq!(read(&memory.join("memory.swappiness")), "0");
+    assert_eq!(read(&pids.join("pids.max")), "8");
+    let mut paths = job.paths().to_vec();
+    paths.sort();
+    let mut expected = vec![
+        memory,
+        pids,
+        fake.cg("cpuacct/openvibe-skill-runner/job_1"),
+        fake.cg("freezer/openvibe-skill-runner/job_1"),
+    ];
+    expected.sort();
+    assert_eq!(paths, expected);
+    // memsw after limit_in_bytes: the kernel refuses memsw below the memory limit.
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    let position = |name: &str| writes.iter().position(|(p, _)| p.ends_with(name));
+    assert!(position("memory.limit_in_bytes") < position("memory.memsw.limit_in_bytes"));
+}
+
+#[test]
+fn v1_job_without_swap_accounting_writes_no_memsw() {
+    let fake = FakeHost::hybrid(false);
+    let host = fake.detect(None).expect("detect");
+    let _job = host.create_job("j", &limits(32 * MIB, 8)).expect("job");
+    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/j");
+    assert_eq!(
+        read(&memory.join("memory.limit_in_bytes")),
+        (32 * MIB).to_string()
+    );
+    assert!(!memory.join("memory.memsw.limit_in_bytes").exists());
+}
+
+#[test]
+fn v2_job_gets_its_limits_in_the_right_files() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory pids");
+    let host = fake.detect(None).expect("detect");
+    let job = host
+        .create_job("job.2", &limits(128 * MIB, 64))
+        .expect("job");
+    let dir = fake.cg("openvibe-skill-runner/job.2");
+    assert_eq!(job.paths(), std::slice::from_ref(&dir));
+    assert_eq!(read(&dir.join("memory.max")), (128 * MIB).to_string());
+    assert_eq!(read(&dir.join("memory.swap.max")), "0");
+    assert_eq!(read(&dir.join("memory.oom.group")), "1");
+    assert_eq!(read(&dir.join("pids.max")), "64");
+    assert!(described(&host, "swap accounting").starts_with("yes"));
+    assert_eq!(described(&host, "cgroup.kill"), "yes");
+}
+
+#[test]
+fn job_names_and_limits_are_checked() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let long = "a".repeat(65);
+    for bad in ["", ".", "..", "a/b", "a b", "ä", "../x", long.as_str()] {
+        let err = host
+            .create_job(bad, &limits(MIB, 1))
+            .expect_err("bad name must be refused");
+        assert!(
+            matches!(err, CgroupError::InvalidName { .. }),
+            "{bad:?}: {err}"
+        );
+    }
+    for bad in [limits(0, 1), limits(MIB, 0), limits(u64::MAX, 1)] {
+        let err = host.create_job("ok", &bad).expect_err("bad limits");
+        assert!(matches!(err, CgroupError::InvalidLimits { .. }), "{err}");
+    }
+    assert!(
+        host.leftovers().expect("leftovers").is_empty(),
+        "nothing made"
+    );
+}
+
+#[test]
+fn an_existing_job_cgroup_is_never_reused_nor_removed() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let first = host.create_job("same", &limits(MIB, 1)).expect("job");
+    let err = host
+        .create_job("same", &limits(MIB, 1))
+        .expect_err("exists");
+    assert!(matches!(err, CgroupError::JobExists { .. }), "{err}");
+    assert!(
+        first.paths().iter().all(|p| p.is_dir()),
+        "the failed attempt left the first job alone"
+    );
+    // Only the pids hierarchy has it (a crash between two mkdirs): still refused, and
+    // the stray one is not removed by the refusal.
+    let stray = fake.cg("pids/openvibe-skill-runner/stray");
+    fake.kernel.mkdir(&stray).expect("mkdir");
+    let err = host
+        .create_job("stray", &limits(MIB, 1))
+        .expect_err("exists");
+    assert!(matches!(err, CgroupError::JobExists { .. }), "{err}");
+    assert!(stray.is_dir());
+    assert!(!fake
+        .cg("memory/process_api/abc/openvibe-skill-runner/stray")
+        .exists());
+}
+
+#[test]
+fn a_failed_limit_write_removes_what_was_created() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    // The kernel would refuse this value; here a missing pids.max stands in for it.
+    let pids_parent = fake.cg("pids/openvibe-skill-runner");
+    let real = Arc::clone(&fake.kernel);
+    #[derive(Debug)]
+    struct NoPidsMax(Arc<FakeKernel>);
+    impl Kernel for NoPidsMax {
+        fn mkdir(&self, path: &Path) -> io::Result<()> {
+            self.0.mkdir(path)?;
+            let _ = fs::remove_file(path.join("pids.max"));
+            Ok(())
+        }
+        fn rmdir(&self, path: &Path) -> io::Result<()> {
+            self.0.rmdir(path)
+        }
+        fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+            self.0.write(path, value)
+        }
+        fn kill_listed(&self, pid: i32, files: &[PathBuf]) -> io::Result<()> {
+            self.0.kill_listed(pid, files)
+        }
+    }
+    let broken = CgroupHost::from_parts(host.backend.clone(), Arc::new(NoPidsMax(real)));
+    let err = broken
+        .create_job("half", &limits(MIB, 4))
+        .expect_err("limit write fails");
+    let message = err.to_string();
+    assert!(message.contains("pids.max"), "{message}");
+    assert!(!pids_parent.join("half").exists());
+    assert!(host.leftovers().expect("leftovers").is_empty());
+}
+
+#[test]
+fn add_process_kill_all_and_remove_touch_only_the_job() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("k", &limits(32 * MIB, 8)).expect("job");
+    // Far above pid_max: even a real kill could not hit anyone.
+    let pid = 1 << 30;
+    job.add_process(pid).expect("add");
+    for dir in job.paths() {
+        assert_eq!(
+            read(&dir.join("cgroup.procs")),
+            pid.to_string(),
+            "{}",
+            dir.display()
+        );
+    }
+    assert_eq!(job.pids().expect("pids"), vec![pid]);
+    assert!(matches!(
+        job.add_process(0),
+        Err(CgroupError::InvalidPid { pid: 0 })
+    ));
+    assert!(matches!(
+        job.add_process(-5),
+        Err(CgroupError::InvalidPid { pid: -5 })
+    ));
+    job.kill_all().expect("kill_all");
+    assert_eq!(*fake.kernel.killed.lock().expect("lock"), vec![pid]);
+    assert!(job.pids().expect("pids").is_empty());
+    // The freezer was used and left thawed.
+    let freezer = fake.cg("freezer/openvibe-skill-runner/k/freezer.state");
+    assert_eq!(
+        fake.kernel.written(&freezer),
+        vec!["FROZEN".to_owned(), "THAWED".to_owned()]
+    );
+    assert_eq!(host.leftovers().expect("leftovers").len(), 4);
+    job.remove().expect("remove");
+    assert!(host.leftovers().expect("leftovers").is_empty());
+    // Our own cgroup still holds us.
+    assert_eq!(
+        read(&fake.cg("memory/process_api/abc/cgroup.procs")),
+        OWN_PID.to_string()
+    );
+}
+
+#[test]
+fn v2_kill_all_writes_cgroup_kill_then_kills_the_rest() {
+    let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("k", &limits(32 * MIB, 8)).expect("job");
+    job.add_process(1 << 30).expect("add");
+    job.kill_all().expect("kill_all");
+    let dir = fake.cg("openvibe-skill-runner/k");
+    assert_eq!(
+        fake.kernel.written(&dir.join("cgroup.kill")),
+        vec!["1".to_owned()]
+    );
+    assert_eq!(*fake.kernel.killed.lock().expect("lock"), vec![1 << 30]);
+    assert_eq!(
+        fake.kernel.written(&dir.join("cgroup.freeze")),
+        vec!["1".to_owned(), "0".to_owned()]
+    );
+}
+
+#[test]
+fn dropping_a_job_removes_its_cgroups() {
+    let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+    let host = fake.detect(None).expect("detect");
+    {
+        let job = host.create_job("dropped", &limits(MIB, 2)).expect("job");
+        job.add_process(1 << 30).expect("add");
+    }
+    assert!(host.leftovers().expect("leftovers").is_empty());
+    assert!(
+        fake.cg("openvibe-skill-runner").is_dir(),
+        "the parent stays"
+    );
+}
+
+#[test]
+fn leftovers_can_be_reopened_and_removed() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("old", &limits(MIB, 2)).expect("job");
+    let paths = job.paths().to_vec();
+    std::mem::forget(job); // a crash: nothing removed
+    let mut left = host.leftovers().expect("leftovers");
+    left.sort();
+    let mut expected = paths.clone();
+    expected.sort();
+    assert_eq!(left, expected);
+    assert!(matches!(
+        host.open_job("nope"),
+        Err(CgroupError::NoSuchJob { .. })
+    ));
+    host.open_job("old")
+        .expect("open")
+        .remove()
+        .expect("remove");
+    assert!(host.leftovers().expect("leftovers").is_empty());
+}
+
+#[test]
+fn v1_stats_read_every_counter() {
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("s", &limits(32 * MIB, 8)).expect("job");
+    assert_eq!(
+        job.stats(),
+        CgroupStats::default(),
+        "a fresh job hit nothing"
+    );
+    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/s");
+    fs::write(memory.join("memory.max_usage_in_bytes"), "33554432\n").expect("w");
+    fs::write(memory.join("memory.failcnt"), "12\n").expect("w");
+    fs::write(
+        memory.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+    )
+    .expect("w");
+    fs::write(
+        fake.cg("pids/openvibe-skill-runner/s/pids.events"),
+        "max 3\n",
+    )
+    .expect("w");
+    fs::write(
+        fake.cg("cpuacct/openvibe-skill-runner/s/cpuacct.usage"),
+        "123456789\n",
+    )
+    .expect("w");
+    assert_eq!(
+        job.stats(),
+        CgroupStats {
+            cpu_ns: 123_456_789,
+            mem_peak_bytes: 32 * MIB,
+            memory_limit_hit: true,
+            oom_killed: true,
+            pids_limit_hit: true,
+        }
+    );
+    // failcnt alone (reclaim kept it under the limit): hit, not killed.
+    fs::write(
+        memory.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+    )
+    .expect("w");
+    let stats = job.stats();
+    assert!(stats.memory_limit_hit && !stats.oom_killed);
+    // Missing files read as zero.
+    for file in [
+        "memory.max_usage_in_bytes",
+        "memory.failcnt",
+        "memory.oom_control",
+    ] {
+        fs::remove_file(memory.join(file)).expect("rm");
+    }
+    fs::write(memory.join("memory.memsw.failcnt"), "1").expect("w");
+    let stats = job.stats();
+    assert_eq!(stats.mem_peak_bytes, 0);
+    assert!(stats.memory_limit_hit, "memsw.failcnt counts too");
+}
+
+#[test]
+fn v2_stats_read_every_counter() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory pids");
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("s", &limits(32 * MIB, 8)).expect("job");
+    assert_eq!(job.stats(), CgroupStats::default());
+    let dir = fake.cg("openvibe-skill-runner/s");
+    fs::write(
+        dir.join("cpu.stat"),
+        "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n",
+    )
+    .expect("w");
+    fs::write(dir.join("memory.peak"), "4096\n").expect("w");
+    fs::write(
+        dir.join("memory.events"),
+        "low 0\nhigh 0\nmax 5\noom 1\noom_kill 1\noom_group_kill 1\n",
+    )
+    .expect("w");
+    fs::write(dir.join("pids.events"), "max 2\n").expect("w");
+    assert_eq!(
+        job.stats(),
+        CgroupStats {
+            cpu_ns: 1_500_000,
+            mem_peak_bytes: 4096,
+            memory_limit_hit: true,
+            oom_killed: true,
+            pids_limit_hit: true,
+        }
+    );
+    // max alone: hit, not killed. No memory.peak (kernel < 5.19): memory.current.
+    fs::write(
+        dir.join("memory.events"),
+        "low 0\nhigh 0\nmax 5\noom 0\noom_kill 0\n",
+    )
+    .expect("w");
+    fs::remove_file(dir.join("memory.peak")).expect("rm");
+    fs::write(dir.join("memory.current"), "2048\n").expect("w");
+    let stats = job.stats();
+    assert!(stats.memory_limit_hit && !stats.oom_killed);
+    assert_eq!(stats.mem_peak_bytes, 2048);
+}
+
+#[test]
+fn errors_name_the_file_and_what_to_do() {
+    let err = io_error(
+        "write",
+        Path::new("/sys/fs/cgroup/x/memory.max"),
+        io::Error::from_raw_os_error(libc::EACCES),
+    );
+    let message = err.to_string();
+    assert!(message.contains("/sys/fs/cgroup/x/memory.max"), "{message}");
+    assert!(message.contains("Delegate=yes"), "{message}");
+    let err = io_error(
+        "enable controllers in",
+        Path::new("/x/cgroup.subtree_control"),
+        io::Error::from_raw_os_error(libc::EBUSY),
+    );
+    assert!(err.to_string().contains("holds processes"), "{err}");
+}

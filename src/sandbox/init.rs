@@ -1,0 +1,387 @@
+//! The init stage: the runner re-executed as `openvibe-skill-runner sandbox-init`, a fresh
+//! single-threaded process that applies one plan and becomes Node.
+//!
+//! Three processes, one order:
+//! - A (this process, already in the job's cgroup): reads the plan, unshares the
+//!   namespaces, forks B and waits for it.
+//! - B, pid 1 of the job's pid namespace: forks C, reaps, and reports C's end on fd 3.
+//! - C, pid 2: builds the root, drops every privilege, restricts itself and execs Node.
+//!   A setup failure is written to fd 3 as a typed report and C exits 127.
+//!
+//! Node is never pid 1, so signals and aborts behave as anywhere else.
+
+use super::{landlock, seccomp};
+use crate::plan::{MountStep, Plan};
+use nix::mount::{mount, umount2, MntFlags, MsFlags};
+use nix::sched::{unshare, CloneFlags};
+use nix::sys::resource::{setrlimit, Resource};
+use nix::sys::signal::Signal;
+use nix::sys::wait::{waitpid, WaitStatus};
+use nix::unistd::{chdir, execve, fork, pivot_root, setsid, ForkResult, Gid, Uid};
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::io::{Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::FromRawFd;
+use std::path::{Path, PathBuf};
+
+/// The descriptor the parent reads reports from.
+pub const REPORT_FD: i32 = 3;
+/// The largest plan the init stage accepts (a plan is a few KiB; the seccomp programs
+/// are most of it).
+const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
+
+/// What the init stage tells the parent, one JSON line each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Report {
+    /// A step failed before Node started; nothing of the tool ran.
+    SetupFailed { step: String, error: String },
+    /// Node exited with this code.
+    Exited { code: i32 },
+    /// Node was killed by this signal.
+    Signaled { signal: i32 },
+}
+
+/// Writes the plan the way `read_plan` expects it: a little-endian length, then JSON.
+pub fn encode_plan(plan: &Plan) -> serde_json::Result<Vec<u8>> {
+    let json = serde_json::to_vec(plan)?;
+    let mut out = Vec::with_capacity(json.len() + 8);
+    out.extend_from_slice(&(json.len() as u64).to_le_bytes());
+    out.extend_from_slice(&json);
+    Ok(out)
+}
+
+fn report(r: &Report) {
+    // SAFETY: fd 3 was set up by the parent for this process; ManuallyDrop keeps it open.
+    let mut f = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(REPORT_FD) });
+    if let Ok(mut line) = serde_json::to_vec(r) {
+        line.push(b'\n');
+        let _ = f.write_all(&line);
+    }
+}
+
+/// Reads exactly the plan from stdin, never a byte more: what follows is the tool's input.
+fn read_plan() -> Result<Plan, String> {
+    // SAFETY: fd 0 is our stdin; ManuallyDrop keeps it open for Node.
+    let mut stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    let mut len = [0u8; 8];
+    stdin
+        .read_exact(&mut len)
+        .map_err(|e| format!("reading the plan's length: {e}"))?;
+    let len = u64::from_le_bytes(len);
+    if len > MAX_PLAN_BYTES {
+        return Err(format!("plan of {len} bytes is larger than allowed"));
+    }
+    let mut buf = vec![0u8; len as usize];
+    stdin
+        .read_exact(&mut buf)
+        .map_err(|e| format!("reading the plan: {e}"))?;
+    serde_json::from_slice(&buf).map_err(|e| format!("decoding the plan: {e}"))
+}
+
+/// Entry point of `sandbox-init`. Never returns.
+pub fn main() -> ! {
+    let plan = match read_plan() {
+        Ok(p) => p,
+        Err(e) => fail("read plan", e),
+    };
+    // A: nothing but 0-2 and the report descriptor crosses into the sandbox.
+    // SAFETY: close_range on descriptors this process does not use; no memory involved.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) };
+    if rc != 0 {
+        fail("close descriptors", std::io::Error::last_os_error());
+    }
+    // SAFETY: fcntl on our own descriptor.
+    if unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        fail("report descriptor", std::io::Error::last_os_error());
+    }
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        fail("parent death signal", e);
+    }
+    // 1. Namespaces: mount, pid (for children), net, ipc, uts, cgroup. We are already in
+    //    the job's cgroup, so the cgroup namespace is rooted there.
+    let flags = CloneFlags::CLONE_NEWNS
+        | CloneFlags::CLONE_NEWPID
+        | CloneFlags::CLONE_NEWNET
+        | CloneFlags::CLONE_NEWIPC
+        | CloneFlags::CLONE_NEWUTS
+        | CloneFlags::CLONE_NEWCGROUP;
+    if let Err(e) = unshare(flags) {
+        fail("unshare namespaces", e);
+    }
+    // SAFETY: this process is single-threaded (a fresh exec that started no thread).
+    match unsafe { fork() } {
+        Err(e) => fail("fork pid 1", e),
+        Ok(ForkResult::Parent { child }) => {
+            close_stdio();
+            while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
+            std::process::exit(0);
+        }
+        Ok(ForkResult::Child) => pid_one(plan),
+    }
+}
+
+fn close_stdio() {
+    for fd in 0..3 {
+        // SAFETY: closing our own standard descriptors; the sandboxed child keeps its copies.
+        unsafe { libc::close(fd) };
+    }
+}
+
+/// B: pid 1 of the job. Forks Node's process and reports its end.
+fn pid_one(plan: Plan) -> ! {
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        fail("parent death signal", e);
+    }
+    // SAFETY: still single-threaded.
+    match unsafe { fork() } {
+        Err(e) => fail("fork tool", e),
+        Ok(ForkResult::Child) => {
+            let err = become_tool(&plan);
+            fail(err.0, err.1)
+        }
+        Ok(ForkResult::Parent { child }) => {
+            close_stdio();
+            loop {
+                match waitpid(None, None) {
+                    Ok(WaitStatus::Exited(pid, code)) if pid == child => {
+                        report(&Report::Exited { code });
+                        break;
+                    }
+                    Ok(WaitStatus::Signaled(pid, sig, _)) if pid == child => {
+                        report(&Report::Signaled { signal: sig as i32 });
+                        break;
+                    }
+                    Err(nix::errno::Errno::EINTR) | Ok(_) => continue,
+                    Err(_) => break,
+                }
+            }
+            std::process::exit(0);
+        }
+    }
+}
+
+fn fail(step: &str, err: impl std::fmt::Display) -> ! {
+    report(&Report::SetupFailed {
+        step: step.to_string(),
+        error: err.to_string(),
+    });
+    // SAFETY: _exit ends this process at once, with no destructors or atexit handlers.
+    unsafe { libc::_exit(127) }
+}
+
+type StepError = (&'static str, String);
+
+fn step<T, E: std::fmt::Display>(name: &'static str, r: Result<T, E>) -> Result<T, StepError> {
+    r.map_err(|e| (name, e.to_string()))
+}
+
+/// C: the ordered routine. Returns only on failure.
+fn become_tool(plan: &Plan) -> StepError {
+    match setup(plan) {
+        Ok(never) => match never {},
+        Err(e) => e,
+    }
+}
+
+fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
+    // 1. Parent death: if pid 1 goes, so does the tool.
+    step(
+        "parent death signal",
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    )?;
+    // 2. No mount event crosses between the host and the job, in either direction.
+    step(
+        "make mounts private",
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+            None::<&str>,
+        ),
+    )?;
+    // 3. The job's root: an empty tmpfs holding only mount points.
+    let size = format!("size={},mode=0755", crate::plan::ROOT_TMPFS_BYTES);
+    step(
+        "mount root tmpfs",
+        mount(
+            Some("tmpfs"),
+            &plan.root,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some(size.as_str()),
+        ),
+    )?;
+    // 4. Node, its libraries, devices, /skill and /proc, each read-only.
+    for m in &plan.mounts {
+        apply_mount(&plan.root, m)?;
+    }
+    // 5. Enter the root and drop the host's tree.
+    step("chdir root", chdir(&plan.root))?;
+    step("pivot_root", pivot_root(".", "."))?;
+    step("detach old root", umount2(".", MntFlags::MNT_DETACH))?;
+    step("chdir /", chdir("/"))?;
+    step(
+        "read-only root",
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_BIND
+                | MsFlags::MS_REMOUNT
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | MsFlags::MS_NODEV
+                | MsFlags::MS_NOEXEC,
+            None::<&str>,
+        ),
+    )?;
+    // 6. Its own host name, its working directory, its own session.
+    step("hostname", nix::unistd::sethostname(&plan.hostname))?;
+    step("chdir cwd", chdir(&plan.cwd))?;
+    step("setsid", setsid())?;
+    // 7. Resource limits the cgroup does not cover: no core files, few descriptors, no
+    //    file growth.
+    step("rlimit core", setrlimit(Resource::RLIMIT_CORE, 0, 0))?;
+    step(
+        "rlimit nofile",
+        setrlimit(Resource::RLIMIT_NOFILE, plan.nofile, plan.nofile),
+    )?;
+    step("rlimit fsize", setrlimit(Resource::RLIMIT_FSIZE, 0, 0))?;
+    // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
+    for set in [
+        caps::CapSet::Bounding,
+        caps::CapSet::Ambient,
+        caps::CapSet::Inheritable,
+    ] {
+        step("drop capabilities", caps::clear(None, set))?;
+    }
+    step("setgroups", nix::unistd::setgroups(&[]))?;
+    let gid = Gid::from_raw(plan.gid);
+    let uid = Uid::from_raw(plan.uid);
+    step("setresgid", nix::unistd::setresgid(gid, gid, gid))?;
+    step("setresuid", nix::unistd::setresuid(uid, uid, uid))?;
+    for set in [caps::CapSet::Permitted, caps::CapSet::Effective] {
+        let held = step("read capabilities", caps::read(None, set))?;
+        if !held.is_empty() {
+            return Err(("drop capabilities", format!("{set:?} still holds {held:?}")));
+        }
+    }
+    // 9. No privilege can be gained again; the uid change cleared the death signal.
+    step("no_new_privs", nix::sys::prctl::set_no_new_privs())?;
+    step(
+        "parent death signal",
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    )?;
+    // 10. Landlock, after the last mount.
+    step("landlock", landlock::apply(&plan.landlock))?;
+    // 11. Seccomp, last: from here only Node's own syscalls are allowed.
+    let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
+    let argv: Vec<CString> = step(
+        "argv",
+        plan.argv
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>(),
+    )?;
+    let env: Vec<CString> = step(
+        "env",
+        plan.env
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>(),
+    )?;
+    step("seccomp", seccomp::install(&plan.seccomp))?;
+    // 12. Become Node.
+    Err(match execve(&exe, &argv, &env) {
+        Ok(never) => match never {},
+        Err(e) => ("execve node", e.to_string()),
+    })
+}
+
+fn cstring(s: &std::ffi::OsStr) -> Result<CString, std::ffi::NulError> {
+    use std::os::unix::ffi::OsStrExt;
+    CString::new(s.as_bytes())
+}
+
+/// The path of `target` (absolute, inside the job) under the root on the host.
+fn under(root: &Path, target: &Path) -> PathBuf {
+    root.join(target.strip_prefix("/").unwrap_or(target))
+}
+
+fn make_mountpoint(path: &Path, dir: bool) -> Result<(), StepError> {
+    if let Some(parent) = path.parent() {
+        step("create mount point", std::fs::create_dir_all(parent))?;
+    }
+    if dir {
+        step("create mount point", std::fs::create_dir_all(path))?;
+    } else if !path.exists() {
+        step("create mount point", std::fs::File::create(path).map(drop))?;
+    }
+    Ok(())
+}
+
+fn bind_read_only(source: &Path, target: &Path, extra: MsFlags) -> Result<(), StepError> {
+    step(
+        "bind mount",
+        mount(
+            Some(source),
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| format!("{} -> {}: {e}", source.display(), target.display())),
+    )?;
+    step(
+        "read-only remount",
+        mount(
+            None::<&str>,
+            target,
+            None::<&str>,
+            MsFlags::MS_BIND
+                | MsFlags::MS_REMOUNT
+                | MsFlags::MS_RDONLY
+                | MsFlags::MS_NOSUID
+                | extra,
+            None::<&str>,
+        )
+        .map_err(|e| format!("{}: {e}", target.display())),
+    )
+}
+
+fn apply_mount(root: &Path, m: &MountStep) -> Result<(), StepError> {
+    match m {
+        MountStep::BindFile { source, target } => {
+            let t = under(root, target);
+            make_mountpoint(&t, false)?;
+            bind_read_only(source, &t, MsFlags::MS_NODEV)
+        }
+        MountStep::BindDir { source, target } => {
+            let t = under(root, target);
+            make_mountpoint(&t, true)?;
+            bind_read_only(source, &t, MsFlags::MS_NODEV | MsFlags::MS_NOEXEC)
+        }
+        MountStep::Device { source, target } => {
+            let t = under(root, target);
+            make_mountpoint(&t, false)?;
+            bind_read_only(source, &t, MsFlags::MS_NOEXEC)
+        }
+        MountStep::Proc { target } => {
+            let t = under(root, target);
+            make_mountpoint(&t, true)?;
+            step(
+                "mount proc",
+                mount(
+                    Some("proc"),
+                    &t,
+                    Some("proc"),
+                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                    Some("hidepid=invisible"),
+                ),
+            )
+        }
+    }
+}

@@ -1,0 +1,76 @@
+//! Applying a plan: one file per layer, plus the ordered init stage.
+
+pub mod cgroup;
+pub mod init;
+pub mod landlock;
+pub mod seccomp;
+
+use std::path::Path;
+
+/// What the host gives, layer by layer (cgroups and Node are checked by their modules).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Layers {
+    pub root: bool,
+    pub namespaces: Vec<(String, bool)>,
+    pub landlock_abi: i32,
+    pub seccomp: bool,
+    pub kernel: String,
+}
+
+/// The namespaces every job gets (SPEC.md: mount, pid, net, ipc, uts, cgroup).
+pub const NAMESPACES: &[&str] = &["mnt", "pid", "net", "ipc", "uts", "cgroup"];
+
+impl Layers {
+    pub fn probe() -> Layers {
+        let kernel = nix::sys::utsname::uname()
+            .map(|u| u.release().to_string_lossy().into_owned())
+            .unwrap_or_default();
+        Layers {
+            root: nix::unistd::geteuid().is_root(),
+            namespaces: NAMESPACES
+                .iter()
+                .map(|n| (n.to_string(), Path::new("/proc/self/ns").join(n).exists()))
+                .collect(),
+            landlock_abi: landlock::kernel_abi(),
+            seccomp: seccomp_available(),
+            kernel,
+        }
+    }
+
+    /// The first layer that is missing, said so that an operator knows what to change.
+    pub fn first_problem(&self) -> Option<String> {
+        if !self.root {
+            return Some(
+                "the runner must run as root: it creates namespaces, mounts and cgroups for each job (each job itself runs as an unprivileged uid)".into(),
+            );
+        }
+        for (ns, ok) in &self.namespaces {
+            if !ok {
+                return Some(format!(
+                    "the kernel has no {ns} namespace (/proc/self/ns/{ns}); enable CONFIG_{}_NS",
+                    ns.to_uppercase()
+                ));
+            }
+        }
+        if self.landlock_abi < 1 {
+            return Some("landlock is unavailable: boot a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm=".into());
+        }
+        if !self.seccomp {
+            return Some(
+                "seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER=y".into(),
+            );
+        }
+        None
+    }
+}
+
+/// Seccomp filter mode is there when the kernel answers `PR_GET_SECCOMP` and lists
+/// `Seccomp_filters` in /proc/self/status.
+fn seccomp_available() -> bool {
+    // SAFETY: PR_GET_SECCOMP only returns the calling thread's mode.
+    let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };
+    mode >= 0
+        && std::fs::read_to_string("/proc/self/status")
+            .map(|s| s.contains("Seccomp_filters:"))
+            .unwrap_or(false)
+}

@@ -1,0 +1,523 @@
+//! Supervision of one sandboxed run: the pipes, the caps on output, the wall clock, the
+//! kill, and the classification of the end.
+
+use crate::job::{Status, STDERR_KEEP, STDOUT_CAP};
+use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
+use crate::sandbox::init::{Report, REPORT_FD};
+use serde_json::Value;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// How long the pipes may stay open after every process of the job is gone.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Why the runner ended the job itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kill {
+    Wall,
+    Output,
+    Cancelled,
+}
+
+/// Everything observed about one run, before classification.
+#[derive(Debug, Clone, Default)]
+pub struct Outcome {
+    pub reports: Vec<Report>,
+    pub killed: Option<Kill>,
+    pub stdout: Vec<u8>,
+    pub stdout_overflow: bool,
+    pub stderr: Vec<u8>,
+    pub stderr_truncated: bool,
+    pub wall: Duration,
+    pub stats: CgroupStats,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SuperviseError {
+    #[error("cannot start the sandbox's init stage: {0}")]
+    Spawn(String),
+    #[error("cannot place the job in its cgroup: {0}")]
+    Cgroup(String),
+    #[error("cannot kill the job's processes: {0}; they may still run")]
+    Kill(String),
+}
+
+async fn read_capped(
+    mut r: impl AsyncRead + Unpin,
+    keep: usize,
+    overflow_at: Option<(usize, Arc<Notify>)>,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        total += n;
+        if kept.len() < keep {
+            let take = n.min(keep - kept.len());
+            kept.extend_from_slice(&buf[..take]);
+        }
+        if let Some((cap, notify)) = &overflow_at {
+            if total > *cap {
+                notify.notify_one();
+                return (kept, true);
+            }
+        }
+    }
+    (kept, total > keep)
+}
+
+/// Runs the init stage on `plan_bytes` (see `sandbox::init::encode_plan`), feeding
+/// `input` after it, in `cgroup`, and returns what happened. On return no process of the
+/// job is left: it ended, or it was killed through its cgroup.
+pub async fn run(
+    self_exe: &Path,
+    plan_bytes: Vec<u8>,
+    input: Vec<u8>,
+    cgroup: &JobCgroup,
+    wall: Duration,
+    cancel: &CancellationToken,
+) -> Result<Outcome, SuperviseError> {
+    let (report_r, report_w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+        .map_err(|e| SuperviseError::Spawn(format!("report pipe: {e}")))?;
+    let w = report_w.as_raw_fd();
+    let mut cmd = tokio::process::Command::new(self_exe);
+    cmd.arg("sandbox-init")
+        .env_clear()
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    // SAFETY: only dup2/fcntl, both async-signal-safe, run in the child between fork and
+    // exec; they touch no memory of the parent.
+    unsafe {
+        cmd.pre_exec(move || {
+            if w == REPORT_FD {
+                if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(w, REPORT_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let started = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| SuperviseError::Spawn(format!("{}: {e}", self_exe.display())))?;
+    drop(report_w);
+    let pid = child
+        .id()
+        .ok_or_else(|| SuperviseError::Spawn("the init stage has no pid".into()))?;
+    // The init stage waits for its plan; it joins the cgroup before it can do anything.
+    if let Err(e) = cgroup.add_process(pid as i32) {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return Err(SuperviseError::Cgroup(e.to_string()));
+    }
+
+    let mut stdin = child.stdin.take();
+    let writer = tokio::spawn(async move {
+        if let Some(s) = stdin.as_mut() {
+            // A tool may never read its input: the write then ends with the job (EPIPE).
+            if s.write_all(&plan_bytes).await.is_ok() {
+                let _ = s.write_all(&input).await;
+            }
+            let _ = s.shutdown().await;
+        }
+        drop(stdin);
+    });
+    let overflow = Arc::new(Notify::new());
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_task = {
+        let overflow = overflow.clone();
+        tokio::spawn(async move {
+            match stdout {
+                Some(s) => read_capped(s, STDOUT_CAP + 1, Some((STDOUT_CAP, overflow))).await,
+                None => (Vec::new(), false),
+            }
+        })
+    };
+    let err_task = tokio::spawn(async move {
+        match stderr {
+            Some(s) => read_capped(s, STDERR_KEEP, None).await,
+            None => (Vec::new(), false),
+        }
+    });
+    let report_task = tokio::spawn(async move {
+        let mut reports = Vec::new();
+        if let Ok(rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(report_r) {
+            let (bytes, _) = read_capped(rx, 64 * 1024, None).await;
+            for line in bytes.split(|b| *b == b'\n') {
+                if let Ok(r) = serde_json::from_slice::<Report>(line) {
+                    reports.push(r);
+                }
+            }
+        }
+        reports
+    });
+
+    let deadline = tokio::time::Instant::from_std(started + wall);
+    let killed = tokio::select! {
+        _ = child.wait() => None,
+        _ = overflow.notified() => Some(Kill::Output),
+        _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
+        _ = cancel.cancelled() => Some(Kill::Cancelled),
+    };
+    let mut wall_taken = started.elapsed();
+    // Whatever ended it, nothing of the job may outlive this function.
+    let kill_result = cgroup.kill_all();
+    let _ = child.start_kill();
+    let _ = child.wait().await;
+    if killed.is_none() {
+        wall_taken = wall_taken.min(started.elapsed());
+    }
+    kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
+    writer.abort();
+
+    let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, out_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, err_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let reports = tokio::time::timeout(DRAIN_GRACE, report_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let stats = cgroup.stats();
+    Ok(Outcome {
+        reports,
+        killed: killed.or(if stdout_overflow {
+            Some(Kill::Output)
+        } else {
+            None
+        }),
+        stdout,
+        stdout_overflow,
+        stderr,
+        stderr_truncated,
+        wall: wall_taken,
+        stats,
+    })
+}
+
+/// The verdict on one run, field for field what the result carries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub status: Status,
+    pub reason: Option<String>,
+    pub message: Option<String>,
+    pub output: Option<Value>,
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+}
+
+fn signal_name(sig: i32) -> String {
+    nix::sys::signal::Signal::try_from(sig)
+        .map(|s| s.as_str().to_string())
+        .unwrap_or_else(|_| format!("SIG{sig}"))
+}
+
+/// V8 says this on stderr when its heap ceiling is reached, just before it aborts.
+const V8_HEAP_OOM: &str = "heap out of memory";
+
+/// Pure: what an observed run means (SPEC.md's statuses and reasons).
+pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
+    let node_end = o.reports.iter().find_map(|r| match r {
+        Report::Exited { code } => Some((Some(*code), None)),
+        Report::Signaled { signal } => Some((None, Some(*signal))),
+        Report::SetupFailed { .. } => None,
+    });
+    let (exit_code, signal) = node_end.unwrap_or((None, None));
+    let verdict = |status, reason: &str, message: String, output| Verdict {
+        status,
+        reason: Some(reason.to_string()),
+        message: Some(message),
+        output,
+        exit_code,
+        signal: signal.map(signal_name),
+    };
+    if let Some(Report::SetupFailed { step, error }) = o
+        .reports
+        .iter()
+        .find(|r| matches!(r, Report::SetupFailed { .. }))
+    {
+        return verdict(
+            Status::Internal,
+            "sandbox_setup",
+            format!("the sandbox could not be set up ({step}: {error}); the tool did not run"),
+            None,
+        );
+    }
+    match o.killed {
+        Some(Kill::Output) => {
+            return verdict(
+                Status::Limit,
+                "output",
+                format!(
+                    "the tool wrote more than {} KiB to stdout and was stopped",
+                    STDOUT_CAP / 1024
+                ),
+                None,
+            )
+        }
+        Some(Kill::Cancelled) => {
+            return verdict(
+                Status::Cancelled,
+                "cancelled",
+                "the job was cancelled".into(),
+                None,
+            )
+        }
+        Some(Kill::Wall) => {
+            return verdict(
+                Status::Limit,
+                "wall",
+                format!("the tool ran past its wall-clock limit of {wall_ms} ms and was killed"),
+                None,
+            )
+        }
+        None => {}
+    }
+    let failed = exit_code != Some(0);
+    let v8_oom = String::from_utf8_lossy(&o.stderr).contains(V8_HEAP_OOM);
+    if failed && (o.stats.oom_killed || o.stats.memory_limit_hit || (v8_oom && signal.is_some())) {
+        return verdict(
+            Status::Limit,
+            "memory",
+            format!("the tool ran out of its {mem_bytes} bytes of memory"),
+            None,
+        );
+    }
+    if failed && o.stats.pids_limit_hit {
+        return verdict(
+            Status::Limit,
+            "pids",
+            "the tool reached its limit of processes and threads".into(),
+            None,
+        );
+    }
+    if node_end.is_none() {
+        return verdict(
+            Status::Internal,
+            "no_report",
+            "the sandbox ended without reporting how the tool ended".into(),
+            None,
+        );
+    }
+    if let Some(sig) = signal {
+        return verdict(
+            Status::Error,
+            "signal",
+            format!("the tool was killed by {}", signal_name(sig)),
+            None,
+        );
+    }
+    if let Some(code) = exit_code {
+        if code != 0 {
+            return verdict(
+                Status::Error,
+                "exit",
+                format!("the tool exited with code {code}"),
+                None,
+            );
+        }
+    }
+    let text = match std::str::from_utf8(&o.stdout) {
+        Ok(t) => t,
+        Err(_) => {
+            return verdict(
+                Status::Error,
+                "bad_output",
+                "stdout is not valid UTF-8, so not one JSON value".into(),
+                None,
+            )
+        }
+    };
+    if text.trim().is_empty() {
+        return verdict(
+            Status::Error,
+            "no_output",
+            "the tool exited 0 but wrote nothing to stdout".into(),
+            None,
+        );
+    }
+    match serde_json::from_str::<Value>(text) {
+        Ok(v) => Verdict {
+            status: Status::Ok,
+            reason: None,
+            message: None,
+            output: Some(v),
+            exit_code,
+            signal: None,
+        },
+        Err(e) => verdict(
+            Status::Error,
+            "bad_output",
+            format!("stdout is not exactly one JSON value: {e}"),
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exited(code: i32, stdout: &str) -> Outcome {
+        Outcome {
+            reports: vec![Report::Exited { code }],
+            stdout: stdout.as_bytes().to_vec(),
+            ..Default::default()
+        }
+    }
+
+    fn status_reason(o: &Outcome) -> (Status, Option<String>) {
+        let v = classify(o, 1000, 1 << 27);
+        (v.status, v.reason)
+    }
+
+    #[test]
+    fn one_json_value_is_ok() {
+        let v = classify(&exited(0, " {\"words\": 1}\n"), 1000, 1);
+        assert_eq!(v.status, Status::Ok);
+        assert_eq!(v.output, Some(serde_json::json!({"words": 1})));
+        assert_eq!(v.exit_code, Some(0));
+        let v = classify(&exited(0, "null"), 1000, 1);
+        assert_eq!(v.output, Some(Value::Null));
+    }
+
+    #[test]
+    fn not_one_value_is_bad_output() {
+        for s in ["{} {}", "{", "hello", "1 2", "\u{feff}{}"] {
+            assert_eq!(
+                status_reason(&exited(0, s)),
+                (Status::Error, Some("bad_output".into())),
+                "{s:?}"
+            );
+        }
+        let mut o = exited(0, "");
+        o.stdout = vec![b'"', 0xe2, 0x82, b'"'];
+        assert_eq!(status_reason(&o).1.as_deref(), Some("bad_output"));
+    }
+
+    #[test]
+    fn empty_is_no_output() {
+        assert_eq!(
+            status_reason(&exited(0, " \n")),
+            (Status::Error, Some("no_output".into()))
+        );
+    }
+
+    #[test]
+    fn exit_and_signal() {
+        assert_eq!(
+            status_reason(&exited(3, "{}")),
+            (Status::Error, Some("exit".into()))
+        );
+        let o = Outcome {
+            reports: vec![Report::Signaled { signal: 11 }],
+            ..Default::default()
+        };
+        let v = classify(&o, 1, 1);
+        assert_eq!(v.reason.as_deref(), Some("signal"));
+        assert_eq!(v.signal.as_deref(), Some("SIGSEGV"));
+    }
+
+    #[test]
+    fn kills_by_the_runner() {
+        let mut o = exited(0, "{}");
+        o.killed = Some(Kill::Wall);
+        assert_eq!(status_reason(&o), (Status::Limit, Some("wall".into())));
+        o.killed = Some(Kill::Output);
+        assert_eq!(status_reason(&o), (Status::Limit, Some("output".into())));
+        o.killed = Some(Kill::Cancelled);
+        assert_eq!(
+            status_reason(&o),
+            (Status::Cancelled, Some("cancelled".into()))
+        );
+    }
+
+    #[test]
+    fn memory_of_either_kind_is_a_limit() {
+        // V8's own ceiling: abort with its message.
+        let o = Outcome {
+            reports: vec![Report::Signaled { signal: 6 }],
+            stderr:
+                b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
+                    .to_vec(),
+            ..Default::default()
+        };
+        assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+        // The kernel's: the cgroup's OOM killer.
+        let mut o = Outcome {
+            reports: vec![Report::Signaled { signal: 9 }],
+            ..Default::default()
+        };
+        o.stats.oom_killed = true;
+        assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+        // A failed allocation the tool turned into an error exit.
+        let mut o = exited(1, "");
+        o.stats.memory_limit_hit = true;
+        assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+        // The message alone, printed by a tool that exits normally, is not a limit.
+        let mut o = exited(1, "");
+        o.stderr = V8_HEAP_OOM.as_bytes().to_vec();
+        assert_eq!(status_reason(&o), (Status::Error, Some("exit".into())));
+    }
+
+    #[test]
+    fn a_successful_tool_near_its_limit_is_still_ok() {
+        let mut o = exited(0, "{}");
+        o.stats.memory_limit_hit = true;
+        o.stats.pids_limit_hit = true;
+        assert_eq!(status_reason(&o).0, Status::Ok);
+    }
+
+    #[test]
+    fn pids() {
+        let mut o = exited(1, "");
+        o.stats.pids_limit_hit = true;
+        assert_eq!(status_reason(&o), (Status::Limit, Some("pids".into())));
+    }
+
+    #[test]
+    fn setup_failure_is_internal_and_nothing_ran() {
+        let o = Outcome {
+            reports: vec![
+                Report::SetupFailed {
+                    step: "landlock".into(),
+                    error: "not fully enforced".into(),
+                },
+                Report::Exited { code: 127 },
+            ],
+            ..Default::default()
+        };
+        let v = classify(&o, 1, 1);
+        assert_eq!(v.status, Status::Internal);
+        assert!(v.message.unwrap().contains("landlock"));
+    }
+
+    #[test]
+    fn no_report_is_internal() {
+        let o = Outcome::default();
+        assert_eq!(status_reason(&o).0, Status::Internal);
+    }
+}

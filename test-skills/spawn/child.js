@@ -1,0 +1,3 @@
+'use strict';
+// Would be run by fork() or new Worker() if they were not blocked: does nothing, exits.
+process.exit(0);
