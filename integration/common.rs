@@ -83,6 +83,9 @@ impl State {
 
     /// Runs `run SKILL --json` for one tool.
     pub fn run_skill(&self, skill: &Path, tool: &str, input: &Value, extra: &[String]) -> Value {
+        // Through a file: a large input does not fit one argument.
+        let input_file = self.path().join("input.json");
+        std::fs::write(&input_file, input.to_string()).expect("write the input");
         let out = Command::new(BIN)
             .arg("--state-dir")
             .arg(self.path())
@@ -91,7 +94,7 @@ impl State {
             .arg("--tool")
             .arg(tool)
             .arg("--input")
-            .arg(input.to_string())
+            .arg(format!("@{}", input_file.display()))
             .arg("--json")
             .args(extra)
             .output()

@@ -33,6 +33,11 @@ struct Expect {
     #[serde(default)]
     stderr_truncated: Option<bool>,
     #[serde(default)]
+    stderr_not_contains: Option<String>,
+    /// The job must end well before its wall clock (a cap that kills at once).
+    #[serde(default)]
+    max_wall_ms: Option<u64>,
+    #[serde(default)]
     limits: Option<Limits>,
 }
 
@@ -93,6 +98,16 @@ fn check(dir: &Path, case: &Case) -> Result<(), String> {
     if let Some(s) = &e.stderr_contains {
         if !r["stderr"].as_str().unwrap_or("").contains(s.as_str()) {
             problems.push(format!("stderr lacks {s:?}"));
+        }
+    }
+    if let Some(s) = &e.stderr_not_contains {
+        if r["stderr"].as_str().unwrap_or("").contains(s.as_str()) {
+            problems.push(format!("stderr contains {s:?}"));
+        }
+    }
+    if let Some(max) = e.max_wall_ms {
+        if r["wall_ms"].as_u64().unwrap_or(u64::MAX) > max {
+            problems.push(format!("wall_ms {} above {max}", r["wall_ms"]));
         }
     }
     if let Some(t) = e.stderr_truncated {

@@ -6,7 +6,7 @@
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 
 /// The one artifact this runner serves.
 pub const ARTIFACT: &str = "openvibe-skill-runner@1.0.0";
@@ -190,16 +190,28 @@ pub fn job_id_of(raw: &Value) -> String {
 
 /// Parse and validate one job from its JSON text.
 pub fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    let job: Job = serde_json::from_slice(text)
-        .map_err(|e| Rejection::invalid(format!("the job is not valid: {e}")))?;
+    let job: Job =
+        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
     validate(job, bounds)
 }
 
 /// Parse a job from an already parsed JSON value.
 pub fn parse_job_value(raw: Value, bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    let job: Job = serde_json::from_value(raw)
-        .map_err(|e| Rejection::invalid(format!("the job is not valid: {e}")))?;
+    let job: Job =
+        serde_json::from_value(raw).map_err(|e| Rejection::invalid(serde_message(&e)))?;
     validate(job, bounds)
+}
+
+/// serde repeats unknown keys and bad values in full: bound the message and strip
+/// control characters, so a rejection never carries a megabyte or a terminal escape.
+fn serde_message(e: &serde_json::Error) -> String {
+    let text: String = e
+        .to_string()
+        .chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .take(300)
+        .collect();
+    format!("the job is not valid: {text}")
 }
 
 pub fn valid_job_id(id: &str) -> bool {
@@ -222,11 +234,13 @@ pub fn valid_tool_name(tool: &str) -> bool {
 }
 
 /// Checks one input name; says what is wrong in words.
-pub fn check_input_name(name: &str) -> Result<(), String> {
-    if name.is_empty() {
+pub fn check_input_name(full: &str) -> Result<(), String> {
+    let name = truncate_for_message(full);
+    let name = name.as_str();
+    if full.is_empty() {
         return Err("an input name is empty".into());
     }
-    let parts: Vec<&str> = name.split('/').collect();
+    let parts: Vec<&str> = full.split('/').collect();
     if parts.len() > MAX_NAME_COMPONENTS {
         return Err(format!(
             "input name {name:?} has {} path components; at most {MAX_NAME_COMPONENTS} are allowed",
@@ -416,6 +430,11 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
                         ))
                     })?;
                 carried_total += bytes.len();
+                if carried_total > MAX_INPUTS_TOTAL_BYTES {
+                    return Err(Rejection::invalid(format!(
+                        "inputs hold more than {MAX_INPUTS_TOTAL_BYTES} bytes (1 MiB) in all"
+                    )));
+                }
                 Some(bytes)
             }
         };
@@ -428,11 +447,6 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
             sha256,
             content,
         });
-    }
-    if carried_total > MAX_INPUTS_TOTAL_BYTES {
-        return Err(Rejection::invalid(format!(
-            "inputs hold {carried_total} bytes; at most {MAX_INPUTS_TOTAL_BYTES} (1 MiB) in all"
-        )));
     }
     check_tree(&inputs).map_err(Rejection::invalid)?;
 
@@ -495,7 +509,9 @@ pub fn check_input_content(name: &str, bytes: &[u8]) -> Result<(), String> {
             bytes.len()
         ));
     }
-    if name.ends_with(".js") && bytes.len() > MAX_JS_BYTES {
+    // Node runs .mjs and .cjs (and any name `require` is given) as code too.
+    let lower = name.to_ascii_lowercase();
+    if [".js", ".mjs", ".cjs"].iter().any(|e| lower.ends_with(e)) && bytes.len() > MAX_JS_BYTES {
         return Err(format!(
             "input {name:?} is {} bytes; a .js input may be at most 64 KiB",
             bytes.len()
@@ -628,14 +644,6 @@ pub fn net_of(raw: &Value) -> Net {
         .and_then(Value::as_str)
         .and_then(Net::parse)
         .unwrap_or_default()
-}
-
-/// The names of a job's inputs mapped to their expected digests, for messages and tests.
-pub fn digests(job: &ValidJob) -> BTreeMap<&str, String> {
-    job.inputs
-        .iter()
-        .map(|i| (i.name.as_str(), i.sha256_hex()))
-        .collect()
 }
 
 #[cfg(test)]
