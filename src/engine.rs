@@ -109,6 +109,15 @@ impl Engine {
         })
     }
 
+    /// Runs a static test program instead of Node under the very same plan (the native
+    /// probe of the adversarial suite). No job can reach this: only code linking the crate.
+    pub fn with_probe_executable(mut self, exe: PathBuf) -> Engine {
+        self.runtime.node = exe;
+        self.runtime.libraries.clear();
+        self.runtime.loader = None;
+        self
+    }
+
     pub fn bounds(&self) -> &Bounds {
         &self.bounds
     }
