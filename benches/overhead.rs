@@ -28,9 +28,24 @@ fn bin() -> PathBuf {
     root.join("target/release/openvibe-skill-runner")
 }
 
+/// The flags the runner gives Node (SPEC.md, What runs), for the flagged baseline.
+fn runner_flags(dir: &Path) -> Vec<String> {
+    vec![
+        "--permission".into(),
+        format!("--allow-fs-read={}/", dir.display()),
+        "--disallow-code-generation-from-strings".into(),
+        "--max-old-space-size=64".into(),
+    ]
+}
+
 fn run_bare(node: &Path, dir: &Path) -> Duration {
+    run_node(node, dir, &[])
+}
+
+fn run_node(node: &Path, dir: &Path, flags: &[String]) -> Duration {
     let t = Instant::now();
     let mut child = Command::new(node)
+        .args(flags)
         .arg(dir.join("tool.js"))
         .current_dir(dir)
         .env_clear()
@@ -124,27 +139,38 @@ fn main() {
         run_bare(&node, &dir);
         run_sandboxed(&bin, &state, &job_path);
     }
-    // Interleave so that noise on the machine hits both alike.
-    let mut bare = Vec::with_capacity(n);
-    let mut boxed = Vec::with_capacity(n);
+    // Interleave so that noise on the machine hits all three alike.
+    let flags = runner_flags(&dir);
+    let (mut bare, mut flagged, mut boxed) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         bare.push(run_bare(&node, &dir));
+        flagged.push(run_node(&node, &dir, &flags));
         boxed.push(run_sandboxed(&bin, &state, &job_path));
     }
     let (bm, bp) = stats(bare);
+    let (fm, fp) = stats(flagged);
     let (sm, sp) = stats(boxed);
-    println!("sequential, {n} runs each:");
-    println!("  bare node     median {bm:7.2} ms   p95 {bp:7.2} ms");
-    println!("  run-job       median {sm:7.2} ms   p95 {sp:7.2} ms");
+    println!("sequential, {n} runs each (interleaved):");
+    println!("  bare node                 median {bm:7.2} ms   p95 {bp:7.2} ms");
+    println!("  node + the runner's flags median {fm:7.2} ms   p95 {fp:7.2} ms");
+    println!("  run-job (sandboxed)       median {sm:7.2} ms   p95 {sp:7.2} ms");
     println!(
-        "  ratio         median {:7.3}      p95 {:7.3}",
+        "  run-job / bare node       median {:7.3}      p95 {:7.3}",
         sm / bm,
         sp / bp
     );
+    println!(
+        "  run-job / flagged node    median {:7.3}      p95 {:7.3}",
+        sm / fm,
+        sp / fp
+    );
     let tb = throughput(n, 2, || run_bare(&node, &dir));
+    let tf = throughput(n, 2, || run_node(&node, &dir, &flags));
     let ts = throughput(n, 2, || run_sandboxed(&bin, &state, &job_path));
     println!("concurrency 2, {n} jobs:");
-    println!("  bare node     {tb:7.1} jobs/s");
-    println!("  run-job       {ts:7.1} jobs/s");
-    println!("  ratio         {:7.3}", ts / tb);
+    println!("  bare node                 {tb:7.1} jobs/s");
+    println!("  node + the runner's flags {tf:7.1} jobs/s");
+    println!("  run-job (sandboxed)       {ts:7.1} jobs/s");
+    println!("  run-job / bare node       {:7.3}", ts / tb);
+    println!("  run-job / flagged node    {:7.3}", ts / tf);
 }

@@ -216,18 +216,6 @@ impl Engine {
             .runner
             .sandbox_uid_base
             .saturating_add(((std::process::id() as u64 * 4096 + seq) % 1_000_000_000) as u32);
-        let plan = plan::build(
-            job,
-            &self.runtime,
-            &paths,
-            filters.clone(),
-            uid,
-            &|p: &Path| p.exists(),
-        );
-        let plan_bytes = match encode_plan(&plan) {
-            Ok(b) => b,
-            Err(e) => return self.internal(job, format!("cannot encode the plan: {e}")),
-        };
         let limits = CgroupLimits {
             mem_bytes: job.mem_bytes,
             pids_max: self.config.runner.pids_max,
@@ -235,6 +223,19 @@ impl Engine {
         let cgroup = match self.cgroups.create_job(unique, &limits) {
             Ok(c) => c,
             Err(e) => return self.internal(job, format!("cannot create the job's cgroup: {e}")),
+        };
+        let plan = plan::build(
+            job,
+            &self.runtime,
+            &paths,
+            filters.clone(),
+            cgroup.self_join_files(),
+            uid,
+            &|p: &Path| p.exists(),
+        );
+        let plan_bytes = match encode_plan(&plan) {
+            Ok(b) => b,
+            Err(e) => return self.internal(job, format!("cannot encode the plan: {e}")),
         };
         let outcome = supervise::run(
             &self.self_exe,

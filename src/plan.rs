@@ -52,6 +52,9 @@ pub struct LandlockPlan {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub job_id: String,
+    /// Files the init stage writes `0` to, first of all, to join the job's cgroups (host
+    /// paths); it checks it is in each before going on. Empty: the job does not run.
+    pub cgroup_join: Vec<PathBuf>,
     /// Host path of an empty directory the job's root tmpfs is mounted on.
     pub root: PathBuf,
     pub mounts: Vec<MountStep>,
@@ -104,6 +107,7 @@ pub fn build(
     rt: &Runtime,
     paths: &JobPaths,
     seccomp: CompiledFilters,
+    cgroup_join: Vec<PathBuf>,
     uid: u32,
     existing: &dyn Fn(&Path) -> bool,
 ) -> Plan {
@@ -159,6 +163,7 @@ pub fn build(
 
     Plan {
         job_id: job.job_id.clone(),
+        cgroup_join,
         root: paths.root.clone(),
         mounts,
         hostname: "skill".to_string(),
@@ -232,6 +237,7 @@ mod tests {
             &rt(major),
             &paths(),
             CompiledFilters::default(),
+            vec!["/cg/memory/j1/tasks".into()],
             2_100_000_007,
             &|_| all_exist,
         )

@@ -42,8 +42,6 @@ pub struct Outcome {
 pub enum SuperviseError {
     #[error("cannot start the sandbox's init stage: {0}")]
     Spawn(String),
-    #[error("cannot place the job in its cgroup: {0}")]
-    Cgroup(String),
     #[error("cannot kill the job's processes: {0}; they may still run")]
     Kill(String),
 }
@@ -116,15 +114,9 @@ pub async fn run(
         .spawn()
         .map_err(|e| SuperviseError::Spawn(format!("{}: {e}", self_exe.display())))?;
     drop(report_w);
-    let pid = child
-        .id()
-        .ok_or_else(|| SuperviseError::Spawn("the init stage has no pid".into()))?;
-    // The init stage waits for its plan; it joins the cgroup before it can do anything.
-    if let Err(e) = cgroup.add_process(pid as i32) {
-        let _ = child.start_kill();
-        let _ = child.wait().await;
-        return Err(SuperviseError::Cgroup(e.to_string()));
-    }
+    // The init stage joins the job's cgroups itself, first thing after reading its plan
+    // (see sandbox::init); the kill below goes through the cgroup and, before that join,
+    // through the child itself.
 
     let mut stdin = child.stdin.take();
     let writer = tokio::spawn(async move {

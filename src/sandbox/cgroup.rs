@@ -528,6 +528,18 @@ impl JobCgroup {
         &self.dirs
     }
 
+    /// The files through which a single-threaded process joins this job by itself,
+    /// writing `0` to each: v1's `tasks`, which for the calling thread skips the global
+    /// threadgroup lock (and its RCU grace period, about 10 ms per job), or v2's
+    /// `cgroup.procs`.
+    pub fn self_join_files(&self) -> Vec<PathBuf> {
+        let file = match self.host.version() {
+            CgroupVersion::V1 => "tasks",
+            CgroupVersion::V2 => "cgroup.procs",
+        };
+        self.dirs.iter().map(|d| d.join(file)).collect()
+    }
+
     /// Move a process the runner started into the job, in every hierarchy.
     pub fn add_process(&self, pid: i32) -> Result<(), CgroupError> {
         if pid <= 0 {

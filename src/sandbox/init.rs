@@ -2,7 +2,7 @@
 //! single-threaded process that applies one plan and becomes Node.
 //!
 //! Three processes, one order:
-//! - A (this process, already in the job's cgroup): reads the plan, unshares the
+//! - A (this process): reads the plan, joins the job's cgroups, unshares the
 //!   namespaces, forks B and waits for it.
 //! - B, pid 1 of the job's pid namespace: forks C, reaps, and reports C's end on fd 3.
 //! - C, pid 2: builds the root, drops every privilege, restricts itself and execs Node.
@@ -99,6 +99,11 @@ pub fn main() -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
+    // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
+    //    limits hold for every process that follows.
+    if let Err(e) = join_cgroups(&plan.cgroup_join) {
+        fail("join cgroups", e);
+    }
     // 1. Namespaces: mount, pid (for children), net, ipc, uts, cgroup. We are already in
     //    the job's cgroup, so the cgroup namespace is rooted there.
     let flags = CloneFlags::CLONE_NEWNS
@@ -120,6 +125,25 @@ pub fn main() -> ! {
         }
         Ok(ForkResult::Child) => pid_one(plan),
     }
+}
+
+/// Writes `0` (the calling thread; this process has no other) to each file, then checks
+/// the process is listed in each cgroup: a job never runs outside its limits.
+fn join_cgroups(files: &[PathBuf]) -> Result<(), String> {
+    if files.is_empty() {
+        return Err("the plan names no cgroup".into());
+    }
+    let me = std::process::id().to_string();
+    for file in files {
+        std::fs::write(file, b"0").map_err(|e| format!("{}: {e}", file.display()))?;
+        let dir = file.parent().ok_or("a cgroup file without a directory")?;
+        let procs = std::fs::read_to_string(dir.join("cgroup.procs"))
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        if !procs.lines().any(|l| l.trim() == me) {
+            return Err(format!("not in {} after joining it", dir.display()));
+        }
+    }
+    Ok(())
 }
 
 fn close_stdio() {
