@@ -25,7 +25,9 @@ pub struct Engine {
     filters: HashMap<Net, CompiledFilters>,
     cgroups: CgroupHost,
     cache: Cache,
+    media: Option<crate::media::Media>,
     jobs_dir: PathBuf,
+    preload: PathBuf,
     self_exe: PathBuf,
     bounds: Bounds,
     seq: AtomicU64,
@@ -40,6 +42,15 @@ pub enum StartError {
 
 fn layer(msg: impl std::fmt::Display) -> StartError {
     StartError::Layer(msg.to_string())
+}
+
+/// The hardening preload: the installed one, or the source tree's.
+pub fn preload_path() -> PathBuf {
+    let installed = Path::new("/usr/share/openvibe-skill-runner/runtime/harden.cjs");
+    if installed.is_file() {
+        return installed.to_path_buf();
+    }
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/runtime/harden.cjs"))
 }
 
 /// The policies directory: the configured one, the installed one, or the source tree's.
@@ -91,6 +102,14 @@ impl Engine {
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
+        let preload = preload_path();
+        if !preload.is_file() {
+            return Err(layer(format!(
+                "the hardening preload {} is missing; reinstall the runner",
+                preload.display()
+            )));
+        }
+        let media = crate::media::Media::from_config(&config).map_err(layer)?;
         let self_exe = std::env::current_exe()
             .map_err(|e| layer(format!("cannot find the runner's own executable: {e}")))?;
         let bounds = Bounds {
@@ -98,11 +117,13 @@ impl Engine {
         };
         Ok(Engine {
             cache: Cache::new(state.join("cache")),
+            media,
             config,
             runtime,
             filters,
             cgroups,
             jobs_dir,
+            preload,
             self_exe,
             bounds,
             seq: AtomicU64::new(0),
@@ -172,6 +193,11 @@ impl Engine {
                 self.node(),
             );
         }
+        if let Some(media) = &self.media {
+            if let Err(e) = media.fetch_missing(&job, &self.cache).await {
+                return self.input_failure(&job, e);
+            }
+        }
         let files = match inputs::resolve(&job, &self.cache) {
             Ok(f) => f,
             Err(e) => return self.input_failure(&job, e),
@@ -197,6 +223,7 @@ impl Engine {
     ) -> JobResult {
         let paths = JobPaths {
             skill: dir.join("skill"),
+            preload: self.preload.clone(),
             root: dir.join("root"),
         };
         let made = std::fs::create_dir(dir)
@@ -289,7 +316,9 @@ impl Engine {
 
     fn input_failure(&self, job: &ValidJob, e: InputError) -> JobResult {
         let (status, reason) = match &e {
-            InputError::Missing { .. } => (Status::Integrity, "input_missing"),
+            InputError::Missing { .. } | InputError::Unavailable { .. } => {
+                (Status::Integrity, "input_missing")
+            }
             InputError::Mismatch { .. } => (Status::Integrity, "sha256_mismatch"),
             InputError::Content(_) => (Status::Rejected, "invalid_job"),
             InputError::Io { .. } => (Status::Internal, "internal"),

@@ -14,6 +14,8 @@ use std::path::{Path, PathBuf};
 pub const SKILL_DIR: &str = "/skill";
 /// Device nodes Node may open (getrandom is the normal path; these are fallbacks).
 pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
+/// Where the runner's hardening preload appears inside the sandbox.
+pub const PRELOAD: &str = "/runtime/harden.cjs";
 /// The loader's cache: without it the loader still finds the libraries, only slower.
 pub const LD_CACHE: &str = "/etc/ld.so.cache";
 /// Size of the tmpfs that holds the job's root: only mount points live there.
@@ -79,6 +81,8 @@ pub struct Plan {
 pub struct JobPaths {
     /// The laid-out inputs.
     pub skill: PathBuf,
+    /// The runner's hardening preload on the host (`runtime/harden.cjs`).
+    pub preload: PathBuf,
     /// The empty directory for the root.
     pub root: PathBuf,
 }
@@ -89,14 +93,16 @@ pub fn heap_mib(mem_bytes: u64) -> u64 {
     (mem_bytes / MIB * HEAP_FRACTION_NUM / HEAP_FRACTION_DEN).max(8)
 }
 
-/// Node's argv for a job: the runtime's own flags, then the entry.
+/// Node's argv for a job: the runtime's own flags, the hardening preload, the entry.
 pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
     vec![
         rt.node.display().to_string(),
         rt.permission_flag().to_string(),
         rt.fs_read_grant(SKILL_DIR),
+        format!("--allow-fs-read={PRELOAD}"),
         "--disallow-code-generation-from-strings".to_string(),
         format!("--max-old-space-size={}", heap_mib(job.mem_bytes)),
+        format!("--require={PRELOAD}"),
         format!("{SKILL_DIR}/{}", job.entry),
     ]
 }
@@ -153,6 +159,11 @@ pub fn build(
     if existing(Path::new("/dev/null")) {
         write_files.push("/dev/null".into());
     }
+    mounts.push(MountStep::BindFile {
+        source: paths.preload.clone(),
+        target: PRELOAD.into(),
+    });
+    read_files.push(PRELOAD.into());
     mounts.push(MountStep::BindDir {
         source: paths.skill.clone(),
         target: SKILL_DIR.into(),
@@ -227,6 +238,7 @@ mod tests {
     fn paths() -> JobPaths {
         JobPaths {
             skill: "/state/jobs/j1/skill".into(),
+            preload: "/usr/share/openvibe-skill-runner/runtime/harden.cjs".into(),
             root: "/state/jobs/j1/root".into(),
         }
     }
@@ -252,8 +264,10 @@ mod tests {
                 "/opt/n/bin/node",
                 "--permission",
                 "--allow-fs-read=/skill/",
+                "--allow-fs-read=/runtime/harden.cjs",
                 "--disallow-code-generation-from-strings",
                 "--max-old-space-size=64",
+                "--require=/runtime/harden.cjs",
                 "/skill/tools/t.js"
             ]
         );
@@ -306,12 +320,13 @@ mod tests {
                 "/dev/zero",
                 "/dev/urandom",
                 "/dev/random",
+                "/runtime/harden.cjs",
                 "/skill",
                 "/proc"
             ]
         );
         assert!(matches!(
-            &p.mounts[8],
+            &p.mounts[9],
             MountStep::BindDir { source, .. } if source == Path::new("/state/jobs/j1/skill")
         ));
     }
