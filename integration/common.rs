@@ -49,7 +49,18 @@ impl State {
 
     /// Runs `run-job` on a job given as JSON text; returns the result.
     pub fn run_job_text(&self, text: &[u8]) -> Value {
-        let mut child = Command::new(BIN)
+        self.run_job_configured(text, None)
+    }
+
+    /// Runs `run-job` with a configuration file of the given text.
+    pub fn run_job_configured(&self, text: &[u8], config: Option<&str>) -> Value {
+        let mut cmd = Command::new(BIN);
+        if let Some(c) = config {
+            let path = self.path().join("config.toml");
+            std::fs::write(&path, c).expect("write the configuration");
+            cmd.arg("--config").arg(path);
+        }
+        let mut child = cmd
             .arg("--state-dir")
             .arg(self.path())
             .arg("run-job")

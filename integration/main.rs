@@ -4,5 +4,6 @@
 //! job directory, no cgroup, no mount, no process of a sandbox uid left behind.
 
 mod common;
+mod failclosed;
 mod jobs;
 mod skills;

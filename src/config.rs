@@ -14,6 +14,8 @@ pub struct Config {
     pub worker: Worker,
     #[serde(default)]
     pub runner: RunnerConfig,
+    #[serde(default)]
+    pub daemon: DaemonConfig,
 }
 
 #[derive(Debug, Clone, Deserialize, Default)]
@@ -51,6 +53,96 @@ pub struct RunnerConfig {
     /// The largest `args.input` accepted, serialized (SPEC.md: 256 KiB, configurable).
     #[serde(default = "default_max_input")]
     pub max_input_json_bytes: usize,
+    /// Tests of failing closed only: make this sandbox step fail to apply ("cgroup",
+    /// "namespaces", "mounts", "capabilities", "landlock", "seccomp"). It can only make
+    /// jobs fail, never run them with less.
+    #[serde(default)]
+    pub fault_inject: Option<String>,
+    /// Tests of failing closed only: treat these layers as absent on this host
+    /// ("landlock", "seccomp", "namespaces", "cgroups").
+    #[serde(default)]
+    pub pretend_missing: Vec<String>,
+    /// Jobs the daemon runs at once; 0 means the number of CPU cores.
+    #[serde(default)]
+    pub max_jobs: usize,
+    /// Jobs waiting behind the running ones; 0 means twice `max_jobs`, at least 16.
+    #[serde(default)]
+    pub queue_len: usize,
+    /// The Media service (`GET <media_url>/<media_id>`); unset means no fetch.
+    #[serde(default)]
+    pub media_url: Option<String>,
+    /// How long one Media fetch may take, in milliseconds.
+    #[serde(default = "default_media_timeout_ms")]
+    pub media_timeout_ms: u64,
+}
+
+/// The daemon's own settings (`serve`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// The unix socket of the HTTP API.
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// The group that owns the socket (a name or a number); unset means root's group.
+    #[serde(default)]
+    pub socket_group: Option<String>,
+    /// Callers admitted by peer credentials besides root.
+    #[serde(default)]
+    pub allow_uids: Vec<u32>,
+    #[serde(default)]
+    pub allow_gids: Vec<u32>,
+    /// How long the journal keeps finished jobs.
+    #[serde(default = "default_retention_days")]
+    pub retention_days: u64,
+    /// How long running jobs may finish after SIGTERM before they are killed.
+    #[serde(default = "default_grace_ms")]
+    pub shutdown_grace_ms: u64,
+    /// JSON log lines instead of text.
+    #[serde(default)]
+    pub log_json: bool,
+    /// How long a client may take to send a request's headers (also an idle connection).
+    #[serde(default = "default_header_timeout_ms")]
+    pub header_timeout_ms: u64,
+    /// How long a client may take to send a request's body.
+    #[serde(default = "default_body_timeout_ms")]
+    pub body_timeout_ms: u64,
+}
+
+pub const DEFAULT_SOCKET: &str = "/run/openvibe-link/skill-runner.sock";
+
+fn default_socket() -> PathBuf {
+    PathBuf::from(DEFAULT_SOCKET)
+}
+fn default_retention_days() -> u64 {
+    7
+}
+fn default_grace_ms() -> u64 {
+    30_000
+}
+fn default_header_timeout_ms() -> u64 {
+    10_000
+}
+fn default_body_timeout_ms() -> u64 {
+    30_000
+}
+fn default_media_timeout_ms() -> u64 {
+    10_000
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig {
+            socket: default_socket(),
+            socket_group: None,
+            allow_uids: Vec::new(),
+            allow_gids: Vec::new(),
+            retention_days: default_retention_days(),
+            shutdown_grace_ms: default_grace_ms(),
+            log_json: false,
+            header_timeout_ms: default_header_timeout_ms(),
+            body_timeout_ms: default_body_timeout_ms(),
+        }
+    }
 }
 
 fn default_state_dir() -> PathBuf {
@@ -77,6 +169,12 @@ impl Default for RunnerConfig {
             pids_max: default_pids_max(),
             sandbox_uid_base: default_uid_base(),
             max_input_json_bytes: default_max_input(),
+            fault_inject: None,
+            pretend_missing: Vec::new(),
+            max_jobs: 0,
+            queue_len: 0,
+            media_url: None,
+            media_timeout_ms: default_media_timeout_ms(),
         }
     }
 }
@@ -104,6 +202,26 @@ impl Config {
 
     pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// Jobs run at once: `runner.max_jobs`, or the number of CPU cores.
+    pub fn max_jobs(&self) -> usize {
+        if self.runner.max_jobs > 0 {
+            self.runner.max_jobs
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+
+    /// Jobs waiting at most: `runner.queue_len`, or twice [`Config::max_jobs`] and at
+    /// least 16, so that a dispatcher with a few jobs in flight is not turned away on a
+    /// host with few cores.
+    pub fn queue_len(&self) -> usize {
+        if self.runner.queue_len > 0 {
+            self.runner.queue_len
+        } else {
+            (self.max_jobs() * 2).max(16)
+        }
     }
 
     pub fn skills_on(&self) -> bool {

@@ -28,7 +28,8 @@ fn check(layer: &str, ok: bool, detail: String, fix: Option<String>) -> Check {
 }
 
 fn checks(config: &Config) -> Vec<Check> {
-    let l = Layers::probe();
+    let mut l = Layers::probe();
+    l.pretend_missing(&config.runner.pretend_missing);
     let mut out = vec![
         check("kernel", true, l.kernel.clone(), None),
         check(

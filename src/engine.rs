@@ -72,7 +72,8 @@ pub fn policies_dir(config: &Config) -> PathBuf {
 impl Engine {
     /// Checks every layer and loads everything a job needs; fails closed.
     pub fn start(config: Config) -> Result<Engine, StartError> {
-        let layers = Layers::probe();
+        let mut layers = Layers::probe();
+        layers.pretend_missing(&config.runner.pretend_missing);
         if let Some(problem) = layers.first_problem() {
             return Err(layer(problem));
         }
@@ -99,6 +100,11 @@ impl Engine {
             let f = seccomp::compile(&policy, net)
                 .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
             filters.insert(net, f);
+        }
+        if config.runner.pretend_missing.iter().any(|l| l == "cgroups") {
+            return Err(layer(
+                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited",
+            ));
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
@@ -251,7 +257,7 @@ impl Engine {
             Ok(c) => c,
             Err(e) => return self.internal(job, format!("cannot create the job's cgroup: {e}")),
         };
-        let plan = plan::build(
+        let mut plan = plan::build(
             job,
             &self.runtime,
             &paths,
@@ -260,6 +266,7 @@ impl Engine {
             uid,
             &|p: &Path| p.exists(),
         );
+        plan.fault = self.config.runner.fault_inject.clone();
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => return self.internal(job, format!("cannot encode the plan: {e}")),

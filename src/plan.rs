@@ -74,6 +74,8 @@ pub struct Plan {
     /// Open files per process.
     pub nofile: u64,
     pub net: Net,
+    /// A step made to fail on purpose (tests of failing closed); `None` in real use.
+    pub fault: Option<String>,
 }
 
 /// What the engine knows about one job's place on the host.
@@ -194,6 +196,7 @@ pub fn build(
         seccomp,
         nofile: 256,
         net: job.net,
+        fault: None,
     }
 }
 

@@ -101,6 +101,9 @@ pub fn main() -> ! {
     }
     // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
     //    limits hold for every process that follows.
+    if plan.fault.as_deref() == Some("cgroup") {
+        fail("join cgroups", "injected fault");
+    }
     if let Err(e) = join_cgroups(&plan.cgroup_join) {
         fail("join cgroups", e);
     }
@@ -112,6 +115,9 @@ pub fn main() -> ! {
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS
         | CloneFlags::CLONE_NEWCGROUP;
+    if plan.fault.as_deref() == Some("namespaces") {
+        fail("unshare namespaces", "injected fault");
+    }
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
     }
@@ -210,6 +216,13 @@ fn become_tool(plan: &Plan) -> StepError {
 }
 
 fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
+    let injected = |layer: &'static str| -> Result<(), StepError> {
+        if plan.fault.as_deref() == Some(layer) {
+            Err((layer, "injected fault".to_string()))
+        } else {
+            Ok(())
+        }
+    };
     // 1. Parent death: if pid 1 goes, so does the tool.
     step(
         "parent death signal",
@@ -239,6 +252,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         ),
     )?;
     // 4. Node, its libraries, devices, /skill and /proc, each read-only.
+    injected("mounts")?;
     for m in &plan.mounts {
         apply_mount(&plan.root, m)?;
     }
@@ -275,6 +289,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     )?;
     step("rlimit fsize", setrlimit(Resource::RLIMIT_FSIZE, 0, 0))?;
     // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
+    injected("capabilities")?;
     for set in [
         caps::CapSet::Bounding,
         caps::CapSet::Ambient,
@@ -300,6 +315,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
     )?;
     // 10. Landlock, after the last mount.
+    injected("landlock")?;
     step("landlock", landlock::apply(&plan.landlock))?;
     // 11. Seccomp, last: from here only Node's own syscalls are allowed.
     let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
@@ -317,6 +333,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
             .map(|a| CString::new(a.as_str()))
             .collect::<Result<_, _>>(),
     )?;
+    injected("seccomp")?;
     step("seccomp", seccomp::install(&plan.seccomp))?;
     // 12. Become Node.
     Err(match execve(&exe, &argv, &env) {

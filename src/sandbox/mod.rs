@@ -37,6 +37,18 @@ impl Layers {
         }
     }
 
+    /// Marks layers absent (configuration `pretend_missing`, for tests of failing closed).
+    pub fn pretend_missing(&mut self, layers: &[String]) {
+        for l in layers {
+            match l.as_str() {
+                "landlock" => self.landlock_abi = 0,
+                "seccomp" => self.seccomp = false,
+                "namespaces" => self.namespaces.iter_mut().for_each(|n| n.1 = false),
+                _ => {}
+            }
+        }
+    }
+
     /// The first layer that is missing, said so that an operator knows what to change.
     pub fn first_problem(&self) -> Option<String> {
         if !self.root {

@@ -1,0 +1,105 @@
+//! The runner fails closed: when a layer is missing on the host, or fails to apply for a
+//! job, the job does not run (status `internal`, the layer named), and nothing is left.
+
+use crate::common::*;
+use base64::Engine as _;
+use serde_json::{json, Value};
+use sha2::Digest;
+
+/// A tool that would print a mark if it ever ran.
+const MARK: &str = "process.stdout.write(JSON.stringify('the tool ran'))";
+
+fn job(id: &str) -> Value {
+    json!({
+        "job_id": id,
+        "class": "function",
+        "artifact": "openvibe-skill-runner@1.0.0",
+        "args": {"tool": "mark", "entry": "mark.js", "input": null},
+        "inputs": [{
+            "name": "mark.js",
+            "sha256": hex::encode(sha2::Sha256::digest(MARK)),
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(MARK),
+        }],
+    })
+}
+
+fn assert_did_not_run(r: &Value, what: &str) {
+    assert_eq!(r["status"], "internal", "{what}: {r}");
+    assert!(r.get("output").is_none(), "{what}: the tool ran: {r}");
+    assert_eq!(r["stderr"], "", "{what}: {r}");
+    assert!(
+        r["exit_code"].is_null() || r["exit_code"] == 127,
+        "{what}: Node never started, so no exit code of its own: {r}"
+    );
+}
+
+#[test]
+fn a_layer_that_fails_to_apply_stops_the_job() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    // Control: the same job runs when nothing is injected.
+    let r = state.run_job_configured(
+        serde_json::to_vec(&job("itest-fault")).expect("json").as_slice(),
+        Some(""),
+    );
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], "the tool ran");
+    for (fault, step) in [
+        ("cgroup", "join cgroups"),
+        ("namespaces", "unshare namespaces"),
+        ("mounts", "mounts"),
+        ("capabilities", "capabilities"),
+        ("landlock", "landlock"),
+        ("seccomp", "seccomp"),
+    ] {
+        let config = format!("[runner]\nfault_inject = \"{fault}\"\n");
+        let r = state.run_job_configured(
+            serde_json::to_vec(&job("itest-fault")).expect("json").as_slice(),
+            Some(&config),
+        );
+        assert_did_not_run(&r, fault);
+        assert_eq!(r["reason"], "sandbox_setup", "{fault}: {r}");
+        let message = r["message"].as_str().unwrap_or("");
+        assert!(message.contains(step), "{fault}: the message names the step: {r}");
+    }
+    assert_host_clean("itest-fault");
+}
+
+#[test]
+fn a_layer_missing_on_the_host_stops_every_job() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    for (missing, words) in [
+        ("landlock", "landlock"),
+        ("seccomp", "seccomp"),
+        ("namespaces", "namespace"),
+        ("cgroups", "cgroups"),
+    ] {
+        let config = format!("[runner]\npretend_missing = [\"{missing}\"]\n");
+        let r = state.run_job_configured(
+            serde_json::to_vec(&job("itest-missing")).expect("json").as_slice(),
+            Some(&config),
+        );
+        assert_did_not_run(&r, missing);
+        assert_eq!(r["reason"], "runner_unavailable", "{missing}: {r}");
+        assert!(
+            r["message"].as_str().unwrap_or("").contains(words),
+            "{missing}: the message names the layer: {r}"
+        );
+        // doctor says the same and exits non-zero.
+        let path = state.path().join("config.toml");
+        let out = std::process::Command::new(BIN)
+            .arg("--config")
+            .arg(&path)
+            .arg("--state-dir")
+            .arg(state.path())
+            .arg("doctor")
+            .output()
+            .expect("doctor");
+        assert_eq!(out.status.code(), Some(1), "{missing}: doctor must fail");
+        assert!(String::from_utf8_lossy(&out.stdout).contains("cannot run jobs"));
+    }
+    assert_host_clean("itest-missing");
+}
