@@ -40,7 +40,9 @@ fn a_layer_that_fails_to_apply_stops_the_job() {
     let state = State::new();
     // Control: the same job runs when nothing is injected.
     let r = state.run_job_configured(
-        serde_json::to_vec(&job("itest-fault")).expect("json").as_slice(),
+        serde_json::to_vec(&job("itest-fault"))
+            .expect("json")
+            .as_slice(),
         Some(""),
     );
     assert_status(&r, "ok", None);
@@ -55,13 +57,18 @@ fn a_layer_that_fails_to_apply_stops_the_job() {
     ] {
         let config = format!("[runner]\nfault_inject = \"{fault}\"\n");
         let r = state.run_job_configured(
-            serde_json::to_vec(&job("itest-fault")).expect("json").as_slice(),
+            serde_json::to_vec(&job("itest-fault"))
+                .expect("json")
+                .as_slice(),
             Some(&config),
         );
         assert_did_not_run(&r, fault);
         assert_eq!(r["reason"], "sandbox_setup", "{fault}: {r}");
         let message = r["message"].as_str().unwrap_or("");
-        assert!(message.contains(step), "{fault}: the message names the step: {r}");
+        assert!(
+            message.contains(step),
+            "{fault}: the message names the step: {r}"
+        );
     }
     assert_host_clean("itest-fault");
 }
@@ -79,7 +86,9 @@ fn a_layer_missing_on_the_host_stops_every_job() {
     ] {
         let config = format!("[runner]\npretend_missing = [\"{missing}\"]\n");
         let r = state.run_job_configured(
-            serde_json::to_vec(&job("itest-missing")).expect("json").as_slice(),
+            serde_json::to_vec(&job("itest-missing"))
+                .expect("json")
+                .as_slice(),
             Some(&config),
         );
         assert_did_not_run(&r, missing);

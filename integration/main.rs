@@ -4,6 +4,8 @@
 //! job directory, no cgroup, no mount, no process of a sandbox uid left behind.
 
 mod common;
+mod daemon;
 mod failclosed;
 mod jobs;
+mod probe;
 mod skills;

@@ -27,7 +27,7 @@ pub struct Engine {
     cache: Cache,
     media: Option<crate::media::Media>,
     jobs_dir: PathBuf,
-    preload: PathBuf,
+    preload: Vec<u8>,
     self_exe: PathBuf,
     bounds: Bounds,
     seq: AtomicU64,
@@ -108,16 +108,17 @@ impl Engine {
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
-        let preload = preload_path();
-        if !preload.is_file() {
-            return Err(layer(format!(
-                "the hardening preload {} is missing; reinstall the runner",
-                preload.display()
-            )));
-        }
+        let preload_file = preload_path();
+        let preload = std::fs::read(&preload_file).map_err(|e| {
+            layer(format!(
+                "the hardening preload {} cannot be read ({e}); reinstall the runner",
+                preload_file.display()
+            ))
+        })?;
         let media = crate::media::Media::from_config(&config).map_err(layer)?;
-        let self_exe = std::env::current_exe()
-            .map_err(|e| layer(format!("cannot find the runner's own executable: {e}")))?;
+        // The running binary itself, even if an upgrade replaced the file on disk: a new
+        // binary could not read the plan this one writes.
+        let self_exe = PathBuf::from("/proc/self/exe");
         let bounds = Bounds {
             max_input_json_bytes: config.runner.max_input_json_bytes,
         };
@@ -142,6 +143,13 @@ impl Engine {
         self.runtime.node = exe;
         self.runtime.libraries.clear();
         self.runtime.loader = None;
+        self
+    }
+
+    /// Re-executes this runner binary as the init stage instead of the current
+    /// executable (a test binary linking the crate is not the runner).
+    pub fn with_runner_executable(mut self, exe: PathBuf) -> Engine {
+        self.self_exe = exe;
         self
     }
 
@@ -228,18 +236,11 @@ impl Engine {
         cancel: &CancellationToken,
     ) -> JobResult {
         let paths = JobPaths {
-            skill: dir.join("skill"),
-            preload: self.preload.clone(),
             root: dir.join("root"),
         };
-        let made = std::fs::create_dir(dir)
-            .and_then(|_| std::fs::create_dir(&paths.skill))
-            .and_then(|_| std::fs::create_dir(&paths.root));
+        let made = std::fs::create_dir(dir).and_then(|_| std::fs::create_dir(&paths.root));
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
-        }
-        if let Err(e) = inputs::lay_out(&paths.skill, files) {
-            return self.internal(job, e.to_string());
         }
         let Some(filters) = self.filters.get(&job.net) else {
             return self.internal(job, "no seccomp program for this net mode".into());
@@ -261,6 +262,8 @@ impl Engine {
             job,
             &self.runtime,
             &paths,
+            files,
+            &self.preload,
             filters.clone(),
             cgroup.self_join_files(),
             uid,

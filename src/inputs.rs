@@ -22,6 +22,11 @@ pub enum InputError {
         "input {name:?} (sha256 {sha256}) has no bytes: not in the job, not in the runner's cache"
     )]
     Missing { name: String, sha256: String },
+    /// The Media service did not deliver the bytes (status `integrity`, `input_missing`).
+    #[error(
+        "input {name:?} has no bytes: not in the job, not in the runner's cache, and {detail}"
+    )]
+    Unavailable { name: String, detail: String },
     /// The bytes do not hash to what the job says (status `integrity`, `sha256_mismatch`).
     #[error("input {name:?}: its bytes hash to {found}, the job says {expected}")]
     Mismatch {

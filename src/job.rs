@@ -276,7 +276,10 @@ pub fn check_input_name(full: &str) -> Result<(), String> {
 }
 
 fn valid_media_id(id: &str) -> bool {
-    !id.is_empty()
+    // It becomes a URL path segment: never `.` or `..`.
+    id != "."
+        && id != ".."
+        && !id.is_empty()
         && id.len() <= 128
         && id
             .bytes()

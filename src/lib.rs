@@ -2,10 +2,12 @@
 //! Linux sandbox and hands back one JSON value.
 
 pub mod config;
+pub mod daemon;
 pub mod doctor;
 pub mod engine;
 pub mod inputs;
 pub mod job;
+pub mod media;
 pub mod plan;
 pub mod runtime;
 pub mod sandbox;

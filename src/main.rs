@@ -56,6 +56,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Turn the runner on or off for this Link (worker.functions), or show which it is.
+    Skills {
+        #[arg(value_enum)]
+        action: openvibe_skill_runner::daemon::skills::Action,
+    },
+    /// The daemon: the HTTP API on a unix socket, with a queue and a journal.
+    Serve {
+        /// The unix socket (overrides daemon.socket).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// JSON log lines (also daemon.log_json).
+        #[arg(long)]
+        log_json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -64,6 +78,22 @@ fn main() -> ExitCode {
         sandbox::init::main();
     }
     let cli = Cli::parse();
+    let command = match cli.command {
+        Command::Skills { action } => {
+            return openvibe_skill_runner::daemon::skills::cli(cli.config.as_deref(), action)
+        }
+        Command::Serve { socket, log_json } => {
+            return openvibe_skill_runner::daemon::serve_cli(
+                openvibe_skill_runner::daemon::ServeArgs {
+                    config: cli.config,
+                    state_dir: cli.state_dir,
+                    socket,
+                    log_json,
+                },
+            )
+        }
+        other => other,
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -78,7 +108,8 @@ fn main() -> ExitCode {
     if let Some(dir) = cli.state_dir {
         config.runner.state_dir = dir;
     }
-    match cli.command {
+    match command {
+        Command::Skills { .. } | Command::Serve { .. } => unreachable!("handled above"),
         Command::Doctor { json } => doctor::run(config, json),
         Command::RunJob { file } => {
             let text = match read_job(&file) {

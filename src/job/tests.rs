@@ -756,7 +756,7 @@ fn media_id_charset() {
     let mut input = by_reference("a.txt");
     input["media_id"] = json!("med_8f:A.b-c");
     accepted(with_inputs(vec![carried(ENTRY, ENTRY_CODE), input.clone()]));
-    for bad in ["", "med 1", "../x", "m/1", &"m".repeat(129)] {
+    for bad in ["", ".", "..", "med 1", "../x", "m/1", &"m".repeat(129)] {
         input["media_id"] = json!(bad);
         invalid_saying(
             with_inputs(vec![carried(ENTRY, ENTRY_CODE), input.clone()]),

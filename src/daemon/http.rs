@@ -1,0 +1,298 @@
+//! The HTTP/1.1 API on the unix socket (hyper): routing, limits, errors.
+//!
+//! Every answer the daemon writes itself is JSON (the metrics aside); every error is
+//! `{"error":{"code":"…","message":"…"}}` with a 4xx (or a 5xx for the runner's own
+//! trouble). Requests are bounded in size and in time, so a client can neither make the
+//! daemon buffer without end nor hold a worker.
+
+use super::jobs::{Envelope, Jobs, Submitted};
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The largest request body: a job carries at most 1 MiB of inputs (base64) and a 256 KiB
+/// input by default, so 8 MiB leaves room for a configured larger input.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// How long `DELETE` waits for the killed job's result before it answers.
+const CANCEL_WAIT: Duration = Duration::from_secs(10);
+
+pub type Body = Full<Bytes>;
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    error: ErrorInner<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorInner<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+pub fn error(status: StatusCode, code: &str, message: &str) -> Response<Body> {
+    let body = serde_json::to_vec(&ErrorBody {
+        error: ErrorInner { code, message },
+    })
+    .unwrap_or_else(|_| b"{\"error\":{\"code\":\"internal\",\"message\":\"\"}}".to_vec());
+    json_bytes(status, body)
+}
+
+fn json_bytes(status: StatusCode, mut body: Vec<u8>) -> Response<Body> {
+    body.push(b'\n');
+    let mut r = Response::new(Full::new(Bytes::from(body)));
+    *r.status_mut() = status;
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    r
+}
+
+fn json<T: Serialize>(status: StatusCode, v: &T) -> Response<Body> {
+    match serde_json::to_vec(v) {
+        Ok(b) => json_bytes(status, b),
+        Err(e) => error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            &format!("cannot serialize the answer: {e}"),
+        ),
+    }
+}
+
+fn method_not_allowed(allow: &'static str) -> Response<Body> {
+    let mut r = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        &format!("this path takes {allow}"),
+    );
+    r.headers_mut()
+        .insert(ALLOW, HeaderValue::from_static(allow));
+    r
+}
+
+/// The answer to a caller whose peer credentials are not admitted.
+pub fn forbidden() -> Response<Body> {
+    error(
+        StatusCode::FORBIDDEN,
+        "forbidden",
+        "this caller's uid and groups are not in daemon.allow_uids or daemon.allow_gids",
+    )
+}
+
+/// `?wait=1` (also `true`/`yes`).
+fn wants_wait(query: Option<&str>) -> Result<bool, String> {
+    let Some(q) = query else { return Ok(false) };
+    let mut wait = false;
+    for pair in q.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        match k {
+            "wait" => {
+                wait = match v {
+                    "1" | "true" | "yes" | "" => true,
+                    "0" | "false" | "no" => false,
+                    _ => return Err("wait is 1 or 0".into()),
+                }
+            }
+            _ => return Err("the only query parameter is wait".into()),
+        }
+    }
+    Ok(wait)
+}
+
+async fn read_body(req: Request<Incoming>, timeout: Duration) -> Result<Bytes, Response<Body>> {
+    if let Some(len) = req.headers().get(CONTENT_LENGTH) {
+        let too_big = len
+            .to_str()
+            .ok()
+            .and_then(|s| s.parse::<u64>().ok())
+            .is_some_and(|n| n > MAX_BODY_BYTES as u64);
+        if too_big {
+            return Err(too_large());
+        }
+    }
+    let limited = Limited::new(req.into_body(), MAX_BODY_BYTES);
+    match tokio::time::timeout(timeout, limited.collect()).await {
+        Err(_) => Err(error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            &format!("the body did not arrive within {} ms", timeout.as_millis()),
+        )),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                Err(too_large())
+            } else {
+                Err(error(
+                    StatusCode::BAD_REQUEST,
+                    "bad_request",
+                    &format!("cannot read the body: {e}"),
+                ))
+            }
+        }
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+fn too_large() -> Response<Body> {
+    error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        &format!("a request body is at most {MAX_BODY_BYTES} bytes"),
+    )
+}
+
+/// Serves one request of an admitted caller.
+pub async fn handle(jobs: Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
+    let resp = route(&jobs, req).await;
+    jobs.metrics.http(resp.status().as_u16());
+    resp
+}
+
+async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let method = req.method().clone();
+    match path.as_str() {
+        "/v1/info" => match method {
+            Method::GET => json(StatusCode::OK, &super::info(jobs)),
+            _ => method_not_allowed("GET"),
+        },
+        "/metrics" => match method {
+            Method::GET => {
+                let text = jobs.metrics.render(&jobs.gauges());
+                let mut r = Response::new(Full::new(Bytes::from(text)));
+                r.headers_mut().insert(
+                    CONTENT_TYPE,
+                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+                );
+                r
+            }
+            _ => method_not_allowed("GET"),
+        },
+        "/v1/jobs" | "/v1/jobs/" => match method {
+            Method::POST => submit(jobs, req).await,
+            _ => method_not_allowed("POST"),
+        },
+        p => match p.strip_prefix("/v1/jobs/") {
+            Some(id) => match method {
+                Method::GET => get_job(jobs, id).await,
+                Method::DELETE => cancel_job(jobs, id).await,
+                _ => method_not_allowed("GET, DELETE"),
+            },
+            None => error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such path: the API is /v1/info, /v1/jobs, /v1/jobs/{id}, /metrics",
+            ),
+        },
+    }
+}
+
+async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
+    let wait = match wants_wait(req.uri().query()) {
+        Ok(w) => w,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e),
+    };
+    let body = match read_body(req, jobs.body_timeout).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    match jobs.submit(&body).await {
+        Submitted::BadRequest(m) => error(StatusCode::BAD_REQUEST, "bad_json", &m),
+        Submitted::Stopping => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "shutting_down",
+            "the runner is stopping and takes no new job",
+        ),
+        Submitted::Internal(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &m),
+        Submitted::Done(r) => {
+            if wait {
+                json(StatusCode::OK, &*r)
+            } else {
+                json(StatusCode::OK, &Envelope::done(r))
+            }
+        }
+        Submitted::State(h) => {
+            if wait {
+                match h.done().await {
+                    Some(r) => json(StatusCode::OK, &*r),
+                    None => error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        "the job ended without a result",
+                    ),
+                }
+            } else {
+                let st = h.state();
+                let code = if matches!(st, super::jobs::JobState::Done(_)) {
+                    StatusCode::OK
+                } else {
+                    StatusCode::ACCEPTED
+                };
+                json(code, &Envelope::of(&h.job_id, &st))
+            }
+        }
+    }
+}
+
+fn bad_id(id: &str) -> Option<Response<Body>> {
+    if crate::job::valid_job_id(id) {
+        None
+    } else {
+        Some(error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such job: a job id is 1-64 characters of [A-Za-z0-9_.-]",
+        ))
+    }
+}
+
+async fn get_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
+    if let Some(r) = bad_id(id) {
+        return r;
+    }
+    match jobs.lookup(id).await {
+        Ok(Some(e)) => json(StatusCode::OK, &e),
+        Ok(None) => error(StatusCode::NOT_FOUND, "not_found", "no such job"),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e),
+    }
+}
+
+async fn cancel_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
+    if let Some(r) = bad_id(id) {
+        return r;
+    }
+    if let Some(h) = jobs.cancel(id) {
+        return match tokio::time::timeout(CANCEL_WAIT, h.done()).await {
+            Ok(Some(r)) => json(StatusCode::OK, &Envelope::done(r)),
+            _ => json(StatusCode::ACCEPTED, &Envelope::of(id, &h.state())),
+        };
+    }
+    // Not in memory: it ended already (the answer is its result) or never was.
+    get_job(jobs, id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wait_parameter() {
+        assert_eq!(wants_wait(None), Ok(false));
+        assert_eq!(wants_wait(Some("wait=1")), Ok(true));
+        assert_eq!(wants_wait(Some("wait=0")), Ok(false));
+        assert_eq!(wants_wait(Some("wait=true&")), Ok(true));
+        assert!(wants_wait(Some("wait=maybe")).is_err());
+        assert!(wants_wait(Some("x=1")).is_err());
+    }
+
+    #[test]
+    fn error_body_shape() {
+        let r = error(StatusCode::NOT_FOUND, "not_found", "no \"such\" job");
+        assert_eq!(r.status(), 404);
+        assert_eq!(r.headers()[CONTENT_TYPE], "application/json");
+    }
+}

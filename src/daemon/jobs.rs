@@ -1,0 +1,712 @@
+//! The daemon's jobs: admission, the bounded queue, the slots, TTL, cancel, and the
+//! journal writes that make every accepted job end exactly once.
+//!
+//! A job is in memory (`Live`) from acceptance until its terminal result is journaled;
+//! after that `GET` finds it in the journal. A job id is reserved in memory before the
+//! journal is asked about it, so two submissions of one id never both run.
+
+use super::journal::{self, Entry, Journal};
+use super::metrics::{Gauges, Metrics};
+use crate::config::Config;
+use crate::engine::Engine;
+use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
+use serde::Serialize;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+use tokio::sync::{watch, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Where a job is.
+#[derive(Debug, Clone)]
+pub enum JobState {
+    /// The id is reserved while the journal is asked about it.
+    Pending,
+    Queued,
+    Running,
+    Done(Arc<JobResult>),
+}
+
+impl JobState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            JobState::Pending | JobState::Queued => "queued",
+            JobState::Running => "running",
+            JobState::Done(_) => "done",
+        }
+    }
+}
+
+/// What `POST` and `GET` answer without `wait`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Envelope {
+    pub job_id: String,
+    pub state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub result: Option<Arc<JobResult>>,
+}
+
+impl Envelope {
+    pub fn of(job_id: &str, state: &JobState) -> Envelope {
+        Envelope {
+            job_id: job_id.to_string(),
+            state: state.name(),
+            result: match state {
+                JobState::Done(r) => Some(r.clone()),
+                _ => None,
+            },
+        }
+    }
+
+    pub fn done(result: Arc<JobResult>) -> Envelope {
+        Envelope {
+            job_id: result.job_id.clone(),
+            state: "done",
+            result: Some(result),
+        }
+    }
+}
+
+struct LiveJob {
+    state: watch::Sender<JobState>,
+    cancel: CancellationToken,
+    /// The dispatcher asked for the cancel (not the shutdown).
+    cancel_requested: AtomicBool,
+}
+
+#[derive(Default)]
+struct Live {
+    jobs: HashMap<String, Arc<LiveJob>>,
+    queued: usize,
+    running: usize,
+}
+
+/// What a reload may change while the daemon runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub skills_on: bool,
+    pub allow_uids: Vec<u32>,
+    pub allow_gids: Vec<u32>,
+    pub retention_days: u64,
+    pub shutdown_grace_ms: u64,
+}
+
+impl Settings {
+    pub fn from_config(c: &Config) -> Settings {
+        Settings {
+            skills_on: c.skills_on(),
+            allow_uids: c.daemon.allow_uids.clone(),
+            allow_gids: c.daemon.allow_gids.clone(),
+            retention_days: c.daemon.retention_days,
+            shutdown_grace_ms: c.daemon.shutdown_grace_ms,
+        }
+    }
+}
+
+pub struct Jobs {
+    engine: Option<Arc<Engine>>,
+    /// Why jobs cannot run here, when the engine did not start.
+    pub problem: Option<String>,
+    node: Option<String>,
+    bounds: Bounds,
+    journal: Arc<Journal>,
+    run_id: i64,
+    live: Mutex<Live>,
+    slots: Arc<Semaphore>,
+    pub max_jobs: usize,
+    pub queue_len: usize,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub settings: RwLock<Settings>,
+    pub metrics: Metrics,
+    /// Cancelled on SIGTERM: no new job is accepted, queued ones end.
+    pub stopping: CancellationToken,
+    /// Cancelled when the grace period is over: running jobs are killed.
+    kill_all: CancellationToken,
+    tasks: TaskTracker,
+}
+
+/// What a submission gets.
+pub enum Submitted {
+    /// A new job, or a duplicate of one, in this state now.
+    State(Arc<JobHandle>),
+    /// Ended the moment it came (rejected), or a duplicate of a journaled job.
+    Done(Arc<JobResult>),
+    /// Not a job at all (not JSON, not an object): a 400.
+    BadRequest(String),
+    /// The daemon is stopping: a 503.
+    Stopping,
+    /// The journal failed: the job was not accepted (500).
+    Internal(String),
+}
+
+/// A handle on a job in memory: its id and its state channel.
+pub struct JobHandle {
+    pub job_id: String,
+    rx: watch::Receiver<JobState>,
+}
+
+impl JobHandle {
+    pub fn state(&self) -> JobState {
+        self.rx.borrow().clone()
+    }
+
+    /// Waits for the terminal result. None only if the daemon dropped the job without one,
+    /// which the code below never does.
+    pub async fn done(&self) -> Option<Arc<JobResult>> {
+        let mut rx = self.rx.clone();
+        loop {
+            if let JobState::Done(r) = &*rx.borrow_and_update() {
+                return Some(r.clone());
+            }
+            if rx.changed().await.is_err() {
+                return match &*rx.borrow() {
+                    JobState::Done(r) => Some(r.clone()),
+                    _ => None,
+                };
+            }
+        }
+    }
+}
+
+/// Reasons of results that never touched the host: with these the job did not run.
+fn ran(r: &JobResult) -> bool {
+    !matches!(
+        r.status,
+        Status::Rejected | Status::Expired | Status::Integrity
+    ) && r.wall_ms > 0
+}
+
+impl Jobs {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        engine: Option<Arc<Engine>>,
+        problem: Option<String>,
+        config: &Config,
+        journal: Arc<Journal>,
+        run_id: i64,
+    ) -> Jobs {
+        let max_jobs = config.max_jobs().max(1);
+        let queue_len = config.queue_len();
+        let node = engine.as_ref().map(|e| e.runtime.version.clone());
+        let bounds = engine
+            .as_ref()
+            .map(|e| e.bounds().clone())
+            .unwrap_or(Bounds {
+                max_input_json_bytes: config.runner.max_input_json_bytes,
+            });
+        Jobs {
+            engine,
+            problem,
+            node,
+            bounds,
+            journal,
+            run_id,
+            live: Mutex::new(Live::default()),
+            slots: Arc::new(Semaphore::new(max_jobs)),
+            max_jobs,
+            queue_len,
+            header_timeout: Duration::from_millis(config.daemon.header_timeout_ms.max(1)),
+            body_timeout: Duration::from_millis(config.daemon.body_timeout_ms.max(1)),
+            settings: RwLock::new(Settings::from_config(config)),
+            metrics: Metrics::default(),
+            stopping: CancellationToken::new(),
+            kill_all: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        }
+    }
+
+    pub fn engine(&self) -> Option<&Arc<Engine>> {
+        self.engine.as_ref()
+    }
+
+    pub fn node(&self) -> Option<&str> {
+        self.node.as_deref()
+    }
+
+    pub fn journal(&self) -> &Arc<Journal> {
+        &self.journal
+    }
+
+    pub fn settings(&self) -> Settings {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn live(&self) -> std::sync::MutexGuard<'_, Live> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// (running, queued)
+    pub fn load(&self) -> (usize, usize) {
+        let l = self.live();
+        (l.running, l.queued)
+    }
+
+    pub fn gauges(&self) -> Gauges {
+        let (running, queued) = self.load();
+        Gauges {
+            running,
+            queued,
+            max_jobs: self.max_jobs,
+            queue_len: self.queue_len,
+            skills_on: self.settings().skills_on,
+            ready: self.engine.is_some(),
+        }
+    }
+
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Journal) -> T + Send + 'static,
+    ) -> Option<T> {
+        let j = self.journal.clone();
+        tokio::task::spawn_blocking(move || f(&j)).await.ok()
+    }
+
+    /// The journal's answer for an id, off the async threads.
+    pub async fn journaled(&self, job_id: &str) -> Result<Option<Entry>, String> {
+        let id = job_id.to_string();
+        match self.blocking(move |j| j.get(&id)).await {
+            Some(Ok(e)) => Ok(e),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("the journal task failed".into()),
+        }
+    }
+
+    /// A job's state: in memory, else in the journal.
+    pub async fn lookup(&self, job_id: &str) -> Result<Option<Envelope>, String> {
+        if let Some(h) = self.handle(job_id) {
+            return Ok(Some(Envelope::of(job_id, &h.state())));
+        }
+        Ok(match self.journaled(job_id).await? {
+            Some(Entry::Done(r)) => Some(Envelope::done(Arc::new(*r))),
+            // Accepted in this run, ended and removed from memory between the two looks.
+            Some(Entry::Accepted) => Some(Envelope::of(job_id, &JobState::Queued)),
+            None => None,
+        })
+    }
+
+    pub fn handle(&self, job_id: &str) -> Option<Arc<JobHandle>> {
+        let l = self.live();
+        l.jobs.get(job_id).map(|j| {
+            Arc::new(JobHandle {
+                job_id: job_id.to_string(),
+                rx: j.state.subscribe(),
+            })
+        })
+    }
+
+    /// Cancels a queued or running job; its handle, to wait for the result.
+    pub fn cancel(&self, job_id: &str) -> Option<Arc<JobHandle>> {
+        let l = self.live();
+        let j = l.jobs.get(job_id)?;
+        j.cancel_requested.store(true, Ordering::SeqCst);
+        j.cancel.cancel();
+        Some(Arc::new(JobHandle {
+            job_id: job_id.to_string(),
+            rx: j.state.subscribe(),
+        }))
+    }
+
+    fn rejected_now(&self, id: &str, reason: &'static str, message: String, net: Net) -> JobResult {
+        JobResult::not_run(id, Status::Rejected, reason, message, net, self.node())
+    }
+
+    /// Takes one submitted job (the request body).
+    pub async fn submit(self: &Arc<Self>, body: &[u8]) -> Submitted {
+        if self.stopping.is_cancelled() {
+            return Submitted::Stopping;
+        }
+        let raw: serde_json::Value = match serde_json::from_slice(body) {
+            Ok(v) => v,
+            Err(e) => return Submitted::BadRequest(format!("the body is not JSON: {e}")),
+        };
+        if !raw.is_object() {
+            return Submitted::BadRequest("the body is not a JSON object (a job)".into());
+        }
+        let id = job::job_id_of(&raw);
+        let net = job::net_of(&raw);
+        if id.is_empty() {
+            // Nothing to journal it under: the rejection is the answer, and nothing else.
+            let r = match job::parse_job_value(raw, &self.bounds) {
+                Err(rej) => JobResult::rejected("", &rej, net, self.node()),
+                Ok(_) => self.rejected_now("", "invalid_job", "job_id is missing".into(), net),
+            };
+            self.metrics.ended(&r, false, None);
+            log_end(&r, "");
+            return Submitted::Done(Arc::new(r));
+        }
+
+        // Reserve the id, or find the job that holds it.
+        let reserved = {
+            let mut l = self.live();
+            match l.jobs.get(&id) {
+                Some(j) => Err(j.state.subscribe()),
+                None => {
+                    let (tx, _) = watch::channel(JobState::Pending);
+                    let j = Arc::new(LiveJob {
+                        state: tx,
+                        cancel: self.kill_all.child_token(),
+                        cancel_requested: AtomicBool::new(false),
+                    });
+                    l.jobs.insert(id.clone(), j.clone());
+                    l.queued += 1;
+                    Ok(j)
+                }
+            }
+        };
+        let reservation = match reserved {
+            Ok(j) => j,
+            Err(rx) => return self.duplicate(id, rx).await,
+        };
+        let accepted_at = Instant::now();
+        match self.journaled(&id).await {
+            Ok(Some(Entry::Done(r))) if r.status != Status::Rejected => {
+                return self.release(&id, &reservation, Arc::new(*r));
+            }
+            Ok(Some(Entry::Accepted)) => {
+                // Only possible if memory and journal disagree; never run it twice.
+                let r = Arc::new(JobResult::not_run(
+                    &id,
+                    Status::Internal,
+                    "duplicate",
+                    "a job with this id is already journaled as accepted",
+                    net,
+                    self.node(),
+                ));
+                return self.release(&id, &reservation, r);
+            }
+            Ok(_) => {}
+            Err(e) => {
+                self.forget(&id, &reservation, JobState::Pending);
+                return Submitted::Internal(e);
+            }
+        }
+
+        let settings = self.settings();
+        let tool = raw
+            .get("args")
+            .and_then(|a| a.get("tool"))
+            .and_then(|t| t.as_str())
+            .filter(|t| job::valid_tool_name(t))
+            .unwrap_or("")
+            .to_string();
+        let verdict: Result<ValidJob, JobResult> = if !settings.skills_on {
+            Err(self.rejected_now(
+                &id,
+                "runner_off",
+                format!(
+                    "this runner is off: {} is not in worker.functions (`openvibe-skill-runner skills on`)",
+                    job::ARTIFACT
+                ),
+                net,
+            ))
+        } else {
+            match job::parse_job_value(raw, &self.bounds) {
+                Err(rej) => Err(JobResult::rejected(&id, &rej, net, self.node())),
+                Ok(v) => {
+                    let l = self.live();
+                    // This job is counted in `queued` already.
+                    if l.running + l.queued > self.max_jobs + self.queue_len {
+                        Err(self.rejected_now(
+                            &id,
+                            "busy",
+                            format!(
+                                "the runner is full: {} running and {} waiting (runner.max_jobs {}, runner.queue_len {})",
+                                l.running,
+                                l.queued - 1,
+                                self.max_jobs,
+                                self.queue_len
+                            ),
+                            net,
+                        ))
+                    } else {
+                        Ok(v)
+                    }
+                }
+            }
+        };
+        let job = match verdict {
+            Ok(j) => j,
+            Err(r) => {
+                let r = Arc::new(r);
+                let (rr, t) = (r.clone(), tool.clone());
+                let run_id = self.run_id;
+                let stored = self
+                    .blocking(move |j| j.record_rejected(&rr, run_id, &t))
+                    .await;
+                if !matches!(stored, Some(Ok(true))) {
+                    tracing::warn!(job_id = %id, ?stored, "a rejection was not journaled");
+                }
+                self.metrics.ended(&r, false, None);
+                log_end(&r, &tool);
+                return self.release(&id, &reservation, r);
+            }
+        };
+
+        let (jid, t, run_id, jnet) = (id.clone(), job.tool.clone(), self.run_id, job.net);
+        let accepted_ms = journal::now_ms();
+        match self
+            .blocking(move |j| j.accept(&jid, run_id, &t, jnet, accepted_ms))
+            .await
+        {
+            Some(Ok(())) => {}
+            other => {
+                let msg = match other {
+                    Some(Err(e)) => e.to_string(),
+                    _ => "the journal task failed".into(),
+                };
+                tracing::error!(job_id = %id, error = %msg, "cannot journal an accepted job");
+                self.forget(&id, &reservation, JobState::Pending);
+                return Submitted::Internal(msg);
+            }
+        }
+        self.metrics.accepted();
+        reservation.state.send_replace(JobState::Queued);
+        let handle = Arc::new(JobHandle {
+            job_id: id.clone(),
+            rx: reservation.state.subscribe(),
+        });
+        let me = self.clone();
+        self.tasks.spawn(async move {
+            me.run_job(job, reservation, accepted_at).await;
+        });
+        Submitted::State(handle)
+    }
+
+    /// A second submission of an id in memory: wait out a reservation, then answer.
+    async fn duplicate(&self, id: String, mut rx: watch::Receiver<JobState>) -> Submitted {
+        loop {
+            let state = rx.borrow_and_update().clone();
+            match state {
+                JobState::Pending => {
+                    if rx.changed().await.is_err() {
+                        // The reservation was dropped (journal failure): look again.
+                        return match self.lookup(&id).await {
+                            Ok(Some(e)) => match e.result {
+                                Some(r) => Submitted::Done(r),
+                                None => Submitted::Internal("the job vanished".into()),
+                            },
+                            Ok(None) => {
+                                Submitted::Internal("the first submission of this id failed".into())
+                            }
+                            Err(e) => Submitted::Internal(e),
+                        };
+                    }
+                }
+                JobState::Done(r) => return Submitted::Done(r),
+                _ => return Submitted::State(Arc::new(JobHandle { job_id: id, rx })),
+            }
+        }
+    }
+
+    /// Ends a reservation with a result that was not a run of it.
+    fn release(&self, id: &str, j: &Arc<LiveJob>, r: Arc<JobResult>) -> Submitted {
+        self.forget(id, j, JobState::Done(r.clone()));
+        Submitted::Done(r)
+    }
+
+    fn forget(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
+        j.state.send_replace(last);
+        let mut l = self.live();
+        if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, j)) {
+            l.jobs.remove(id);
+        }
+        l.queued -= 1;
+    }
+
+    async fn run_job(self: Arc<Self>, job: ValidJob, live: Arc<LiveJob>, accepted_at: Instant) {
+        let deadline =
+            tokio::time::Instant::from_std(accepted_at) + Duration::from_millis(job.ttl_ms);
+        let id = job.job_id.clone();
+        let tool = job.tool.clone();
+        let net = job.net;
+        let permit = tokio::select! {
+            biased;
+            _ = live.cancel.cancelled() => Err(self.cancelled_in_queue(&live, &id, net)),
+            _ = self.stopping.cancelled() => Err(JobResult::not_run(
+                &id, Status::Internal, "shutdown",
+                "the runner was stopped (SIGTERM) before the job started", net, self.node())),
+            p = self.slots.clone().acquire_owned() => p.map_err(|_| JobResult::not_run(
+                &id, Status::Internal, "shutdown", "the runner is stopping", net, self.node())),
+            _ = tokio::time::sleep_until(deadline) => Err(JobResult::not_run(
+                &id, Status::Expired, "ttl",
+                format!("ttl_ms {} passed before a slot was free", job.ttl_ms), net, self.node())),
+        };
+        let permit = match permit {
+            Ok(p) => p,
+            Err(r) => {
+                self.live().queued -= 1;
+                self.finish(&id, &tool, &live, r, None).await;
+                return;
+            }
+        };
+        {
+            let mut l = self.live();
+            l.queued -= 1;
+            l.running += 1;
+        }
+        live.state.send_replace(JobState::Running);
+        let started = Instant::now();
+        let result = match &self.engine {
+            // Its own task: a panic in the engine ends this job `internal`, not the daemon's
+            // bookkeeping of it.
+            Some(engine) => {
+                let (engine, cancel) = (engine.clone(), live.cancel.clone());
+                match tokio::spawn(async move { engine.run(job, &cancel).await }).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(job_id = %id, error = %e, "the engine failed");
+                        JobResult::not_run(
+                            &id,
+                            Status::Internal,
+                            "internal",
+                            "the runner failed while running the job; whatever it started was removed",
+                            net,
+                            self.node(),
+                        )
+                    }
+                }
+            }
+            None => JobResult::not_run(
+                &id,
+                Status::Internal,
+                "runner_unavailable",
+                format!(
+                    "{} (run `openvibe-skill-runner doctor` for every layer)",
+                    self.problem
+                        .as_deref()
+                        .unwrap_or("the engine did not start")
+                ),
+                net,
+                None,
+            ),
+        };
+        let total = started.elapsed().as_secs_f64();
+        drop(permit);
+        self.live().running -= 1;
+        let mut result = result;
+        if result.status == Status::Cancelled && !live.cancel_requested.load(Ordering::SeqCst) {
+            result.status = Status::Internal;
+            result.reason = Some("shutdown".into());
+            result.message = Some(format!(
+                "the runner was stopped (SIGTERM) and killed the job after the grace period of {} ms",
+                self.settings().shutdown_grace_ms
+            ));
+        }
+        let overhead = ran(&result).then(|| (total - result.wall_ms as f64 / 1000.0).max(0.0));
+        self.finish(&id, &tool, &live, result, overhead).await;
+    }
+
+    fn cancelled_in_queue(&self, live: &LiveJob, id: &str, net: Net) -> JobResult {
+        if live.cancel_requested.load(Ordering::SeqCst) {
+            JobResult::not_run(
+                id,
+                Status::Cancelled,
+                "cancelled",
+                "the job was cancelled before it started",
+                net,
+                self.node(),
+            )
+        } else {
+            JobResult::not_run(
+                id,
+                Status::Internal,
+                "shutdown",
+                "the runner was stopped before the job started",
+                net,
+                self.node(),
+            )
+        }
+    }
+
+    /// Journals the terminal result, then lets everyone waiting see it.
+    async fn finish(
+        &self,
+        id: &str,
+        tool: &str,
+        live: &Arc<LiveJob>,
+        result: JobResult,
+        overhead: Option<f64>,
+    ) {
+        let result = Arc::new(result);
+        let r = result.clone();
+        match self.blocking(move |j| j.finish(&r)).await {
+            Some(Ok(())) => {}
+            other => {
+                tracing::error!(job_id = %id, ?other, "cannot journal a job's result");
+            }
+        }
+        self.metrics.ended(&result, ran(&result), overhead);
+        log_end(&result, tool);
+        live.state.send_replace(JobState::Done(result));
+        let idle = {
+            let mut l = self.live();
+            if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, live)) {
+                l.jobs.remove(id);
+            }
+            if l.jobs.is_empty() {
+                l.jobs.shrink_to(64);
+            }
+            l.running == 0 && l.queued == 0
+        };
+        if idle {
+            // Hand the memory of the last burst back to the system.
+            tokio::task::spawn_blocking(|| {
+                // SAFETY: malloc_trim only releases free heap pages.
+                unsafe { libc::malloc_trim(0) };
+            });
+        }
+    }
+
+    /// SIGTERM: take nothing new, end the queue, let running jobs finish for the grace
+    /// period, then kill them; returns when every job has its journaled result.
+    pub async fn shutdown(&self) {
+        self.stopping.cancel();
+        self.tasks.close();
+        let grace = Duration::from_millis(self.settings().shutdown_grace_ms);
+        let (running, queued) = self.load();
+        tracing::info!(
+            running,
+            queued,
+            grace_ms = grace.as_millis() as u64,
+            "stopping"
+        );
+        if tokio::time::timeout(grace, self.tasks.wait())
+            .await
+            .is_err()
+        {
+            let (running, _) = self.load();
+            tracing::warn!(running, "grace period over: killing the running jobs");
+            self.kill_all.cancel();
+            self.tasks.wait().await;
+        }
+    }
+
+    /// Prunes finished jobs older than the retention.
+    pub async fn prune(&self) {
+        let days = self.settings().retention_days;
+        let before = journal::now_ms() - (days as i64).saturating_mul(86_400_000);
+        match self.blocking(move |j| j.prune(before)).await {
+            Some(Ok(n)) if n > 0 => tracing::info!(removed = n, days, "journal pruned"),
+            Some(Ok(_)) => {}
+            other => tracing::warn!(?other, "cannot prune the journal"),
+        }
+    }
+}
+
+fn log_end(r: &JobResult, tool: &str) {
+    tracing::info!(
+        job_id = %r.job_id,
+        tool,
+        status = r.status.as_str(),
+        reason = r.reason.as_deref().unwrap_or(""),
+        wall_ms = r.wall_ms,
+        cpu_ms = r.cpu_ms,
+        "job ended"
+    );
+}

@@ -1,0 +1,275 @@
+//! `GET /metrics`: counters and histograms in the Prometheus text format (0.0.4).
+
+use crate::job::{JobResult, Status};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::Mutex;
+
+const PREFIX: &str = "openvibe_skill_runner";
+/// Seconds; wall and cpu of one job are at most 30 s.
+const JOB_BUCKETS: &[f64] = &[0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0];
+/// Seconds; what the runner spends around a job (inputs, sandbox setup and teardown).
+const OVERHEAD_BUCKETS: &[f64] = &[0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5];
+/// Distinct (status, reason) pairs kept; reasons are codes, this only bounds a surprise.
+const MAX_SERIES: usize = 256;
+
+#[derive(Default)]
+struct Histogram {
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn observe(&mut self, buckets: &[f64], v: f64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0; buckets.len()];
+        }
+        for (i, b) in buckets.iter().enumerate() {
+            if v <= *b {
+                self.counts[i] += 1;
+            }
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, help: &str, buckets: &[f64]) {
+        let _ = writeln!(out, "# HELP {PREFIX}_{name} {help}");
+        let _ = writeln!(out, "# TYPE {PREFIX}_{name} histogram");
+        for (i, b) in buckets.iter().enumerate() {
+            let c = self.counts.get(i).copied().unwrap_or(0);
+            let _ = writeln!(out, "{PREFIX}_{name}_bucket{{le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(out, "{PREFIX}_{name}_bucket{{le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{PREFIX}_{name}_sum {}", self.sum);
+        let _ = writeln!(out, "{PREFIX}_{name}_count {}", self.count);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    jobs: BTreeMap<(String, String), u64>,
+    rejected: BTreeMap<String, u64>,
+    accepted: u64,
+    wall: Histogram,
+    cpu: Histogram,
+    overhead: Histogram,
+    http: BTreeMap<u16, u64>,
+    forbidden: u64,
+}
+
+#[derive(Default)]
+pub struct Metrics {
+    inner: Mutex<Inner>,
+}
+
+/// Gauges read at scrape time.
+pub struct Gauges {
+    pub running: usize,
+    pub queued: usize,
+    pub max_jobs: usize,
+    pub queue_len: usize,
+    pub skills_on: bool,
+    pub ready: bool,
+}
+
+fn label(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect()
+}
+
+impl Metrics {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn accepted(&self) {
+        self.inner().accepted += 1;
+    }
+
+    /// One terminal result; `overhead_s` is the runner's time around a job that ran.
+    pub fn ended(&self, r: &JobResult, ran: bool, overhead_s: Option<f64>) {
+        let mut m = self.inner();
+        let reason = label(r.reason.as_deref().unwrap_or(""));
+        let key = (r.status.as_str().to_string(), reason.clone());
+        if m.jobs.len() < MAX_SERIES || m.jobs.contains_key(&key) {
+            *m.jobs.entry(key).or_insert(0) += 1;
+        }
+        if r.status == Status::Rejected
+            && (m.rejected.len() < MAX_SERIES || m.rejected.contains_key(&reason))
+        {
+            *m.rejected.entry(reason).or_insert(0) += 1;
+        }
+        if ran {
+            m.wall.observe(JOB_BUCKETS, r.wall_ms as f64 / 1000.0);
+            m.cpu.observe(JOB_BUCKETS, r.cpu_ms as f64 / 1000.0);
+        }
+        if let Some(o) = overhead_s {
+            m.overhead.observe(OVERHEAD_BUCKETS, o);
+        }
+    }
+
+    pub fn http(&self, code: u16) {
+        *self.inner().http.entry(code).or_insert(0) += 1;
+    }
+
+    pub fn forbidden(&self) {
+        self.inner().forbidden += 1;
+    }
+
+    pub fn render(&self, g: &Gauges) -> String {
+        let m = self.inner();
+        let mut out = String::with_capacity(4096);
+        let gauge = |out: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(out, "# HELP {PREFIX}_{name} {help}");
+            let _ = writeln!(out, "# TYPE {PREFIX}_{name} gauge");
+            let _ = writeln!(out, "{PREFIX}_{name} {v}");
+        };
+        gauge(
+            &mut out,
+            "jobs_running",
+            "Jobs running now.",
+            g.running as u64,
+        );
+        gauge(
+            &mut out,
+            "jobs_queued",
+            "Jobs waiting for a slot.",
+            g.queued as u64,
+        );
+        gauge(
+            &mut out,
+            "max_jobs",
+            "Jobs run at once at most.",
+            g.max_jobs as u64,
+        );
+        gauge(
+            &mut out,
+            "queue_len",
+            "Jobs waiting at most.",
+            g.queue_len as u64,
+        );
+        gauge(
+            &mut out,
+            "skills_on",
+            "1 while the runner's artifact is in worker.functions.",
+            g.skills_on as u64,
+        );
+        gauge(
+            &mut out,
+            "ready",
+            "1 when every sandbox layer is there and jobs can run.",
+            g.ready as u64,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_jobs_accepted_total Jobs accepted into the queue."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_jobs_accepted_total counter");
+        let _ = writeln!(out, "{PREFIX}_jobs_accepted_total {}", m.accepted);
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_jobs_total Jobs ended, by status and reason."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_jobs_total counter");
+        for ((status, reason), n) in &m.jobs {
+            let _ = writeln!(
+                out,
+                "{PREFIX}_jobs_total{{status=\"{status}\",reason=\"{reason}\"}} {n}"
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_jobs_rejected_total Jobs rejected, by reason."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_jobs_rejected_total counter");
+        for (reason, n) in &m.rejected {
+            let _ = writeln!(
+                out,
+                "{PREFIX}_jobs_rejected_total{{reason=\"{reason}\"}} {n}"
+            );
+        }
+        m.wall.render(
+            &mut out,
+            "job_wall_seconds",
+            "Wall-clock time of jobs that ran.",
+            JOB_BUCKETS,
+        );
+        m.cpu.render(
+            &mut out,
+            "job_cpu_seconds",
+            "CPU time of jobs that ran (from their cgroup).",
+            JOB_BUCKETS,
+        );
+        m.overhead.render(
+            &mut out,
+            "sandbox_overhead_seconds",
+            "Time the runner spends around a job besides its run: inputs, sandbox setup and teardown.",
+            OVERHEAD_BUCKETS,
+        );
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_http_responses_total HTTP responses, by status code."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_http_responses_total counter");
+        for (code, n) in &m.http {
+            let _ = writeln!(out, "{PREFIX}_http_responses_total{{code=\"{code}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_connections_forbidden_total Connections refused by peer credentials."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_connections_forbidden_total counter");
+        let _ = writeln!(out, "{PREFIX}_connections_forbidden_total {}", m.forbidden);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::Net;
+
+    #[test]
+    fn renders_counters_and_histograms() {
+        let m = Metrics::default();
+        let mut ok = JobResult::not_run("a", Status::Ok, "x", "m", Net::Deny, None);
+        ok.reason = None;
+        ok.wall_ms = 61;
+        ok.cpu_ms = 48;
+        m.ended(&ok, true, Some(0.02));
+        let busy = JobResult::not_run("b", Status::Rejected, "busy", "m", Net::Deny, None);
+        m.ended(&busy, false, None);
+        m.http(200);
+        let text = m.render(&Gauges {
+            running: 1,
+            queued: 2,
+            max_jobs: 2,
+            queue_len: 4,
+            skills_on: true,
+            ready: true,
+        });
+        assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
+        assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
+        assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.1\"} 1"));
+        assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.05\"} 0"));
+        assert!(text.contains("openvibe_skill_runner_job_cpu_seconds_count 1"));
+        assert!(text.contains("openvibe_skill_runner_jobs_queued 2"));
+        assert!(text.contains("openvibe_skill_runner_http_responses_total{code=\"200\"} 1"));
+        for line in text.lines() {
+            assert!(
+                line.starts_with('#') || line.split(' ').count() == 2,
+                "{line}"
+            );
+        }
+    }
+}

@@ -1,0 +1,417 @@
+//! The daemon (`serve`) and the `skills` switch it obeys.
+//!
+//! One process: an HTTP/1.1 API on a unix socket (see [`http`]), the jobs it admits (see
+//! [`jobs`]), their journal (see [`journal`]), and the life cycle around them: recovery of
+//! an earlier run's leftovers at start, configuration reloads (SIGHUP, or the file's
+//! change, polled every second), retention pruning, and a graceful stop on SIGTERM.
+
+pub mod http;
+pub mod jobs;
+pub mod journal;
+pub mod metrics;
+pub mod recovery;
+pub mod skills;
+pub mod socket;
+
+use crate::config::{Config, DEFAULT_CONFIG_PATH};
+use crate::engine::Engine;
+use crate::job;
+use jobs::{Jobs, Settings};
+use journal::Journal;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// The flags of `serve`; each overrides the configuration.
+#[derive(Debug, Clone, Default)]
+pub struct ServeArgs {
+    pub config: Option<PathBuf>,
+    pub state_dir: Option<PathBuf>,
+    pub socket: Option<PathBuf>,
+    pub log_json: bool,
+}
+
+/// How many connections are served at once; more wait in the listen backlog.
+const MAX_CONNECTIONS: usize = 512;
+/// How often the journal is pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+
+/// Reads the configuration for the daemon: a missing file is the default (off), so the
+/// daemon can start before `skills on` writes it.
+fn load_config(path: &Path) -> Result<Config, String> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => {
+            Config::parse(&text).map_err(|e| format!("configuration {}: {e}", path.display()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        Err(e) => Err(format!(
+            "cannot read the configuration {}: {e}",
+            path.display()
+        )),
+    }
+}
+
+fn apply_overrides(config: &mut Config, args: &ServeArgs) {
+    if let Some(d) = &args.state_dir {
+        config.runner.state_dir = d.clone();
+    }
+    if let Some(s) = &args.socket {
+        config.daemon.socket = s.clone();
+    }
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("OPENVIBE_SKILL_RUNNER_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    use std::io::IsTerminal as _;
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_env_filter(filter);
+    if json {
+        builder.json().flatten_event(true).init();
+    } else {
+        builder.init();
+    }
+}
+
+/// `serve`: runs until SIGTERM or SIGINT; exit 0 after a graceful stop.
+pub fn serve_cli(args: ServeArgs) -> ExitCode {
+    let config_path = args
+        .config
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+    let mut config = match load_config(&config_path) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("openvibe-skill-runner: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    apply_overrides(&mut config, &args);
+    init_logging(args.log_json || config.daemon.log_json);
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("ovsr-daemon")
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start the async runtime");
+            return ExitCode::from(70);
+        }
+    };
+    let r = rt.block_on(serve(config_path, args, config));
+    rt.shutdown_timeout(Duration::from_millis(500));
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e}");
+            eprintln!("openvibe-skill-runner: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The signals the daemon handles, registered first thing (a SIGHUP during start-up must
+/// not end the process as its default action would).
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
+}
+
+fn signals() -> Result<Signals, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let s = |k: SignalKind| signal(k).map_err(|e| format!("cannot handle signals: {e}"));
+    Ok(Signals {
+        term: s(SignalKind::terminate())?,
+        int: s(SignalKind::interrupt())?,
+        hup: s(SignalKind::hangup())?,
+    })
+}
+
+async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<(), String> {
+    let Signals {
+        mut term,
+        mut int,
+        hup,
+    } = signals()?;
+    let state = config.runner.state_dir.clone();
+    std::fs::create_dir_all(&state)
+        .map_err(|e| format!("cannot create the state directory {}: {e}", state.display()))?;
+    let _lock = recovery::lock_state_dir(&state)?;
+    let journal =
+        Arc::new(Journal::open(&state.join(journal::FILE_NAME)).map_err(|e| e.to_string())?);
+    let (run_id, earlier_pids) = journal
+        .begin_run(std::process::id())
+        .map_err(|e| e.to_string())?;
+
+    let (engine, problem) = match Engine::start(config.clone()) {
+        Ok(e) => (Some(Arc::new(e)), None),
+        Err(e) => {
+            tracing::error!(problem = %e, "jobs cannot run on this host; serving, and every job ends internal runner_unavailable");
+            (None, Some(e.to_string()))
+        }
+    };
+
+    // What an earlier run left: its jobs' processes, cgroups, directories; then its journal.
+    let cleaned = recovery::clean_leftovers(
+        engine.as_ref().map(|e| e.cgroups().clone()),
+        &config,
+        &state.join("jobs"),
+        &earlier_pids,
+    );
+    match cleaned {
+        Ok(n) => {
+            if n > 0 {
+                tracing::warn!(removed = n, "leftovers of an earlier run removed");
+            }
+            if let Err(e) = journal.forget_runs_before(run_id) {
+                tracing::warn!(error = %e, "cannot forget earlier runs");
+            }
+        }
+        Err(e) => tracing::error!(error = %e, "leftovers of an earlier run remain"),
+    }
+    let node = engine.as_ref().map(|e| e.runtime.version.clone());
+    let recovered = journal
+        .recover(|id, net| journal::restarted(id, net, node.as_deref()))
+        .map_err(|e| e.to_string())?;
+    for id in &recovered {
+        tracing::warn!(job_id = %id, status = "internal", reason = "runner_restarted", "job ended");
+    }
+
+    let listener = socket::bind(&config.daemon.socket, config.daemon.socket_group.as_deref())?;
+    let jobs = Arc::new(Jobs::new(engine, problem, &config, journal.clone(), run_id));
+    for id in &recovered {
+        let r = journal::restarted(id, job::Net::Deny, node.as_deref());
+        jobs.metrics.ended(&r, false, None);
+    }
+    jobs.prune().await;
+    tracing::info!(
+        socket = %config.daemon.socket.display(),
+        state = %state.display(),
+        config = %config_path.display(),
+        skills = if config.skills_on() { "on" } else { "off" },
+        max_jobs = jobs.max_jobs,
+        queue_len = jobs.queue_len,
+        "serving"
+    );
+
+    let stop_accepting = CancellationToken::new();
+    let connections_done = CancellationToken::new();
+    let conns = TaskTracker::new();
+    let accept = tokio::spawn(socket::accept_loop(
+        listener,
+        jobs.clone(),
+        stop_accepting.clone(),
+        connections_done.clone(),
+        conns.clone(),
+        MAX_CONNECTIONS,
+    ));
+    let reload = tokio::spawn(reload_loop(
+        hup,
+        config_path.clone(),
+        args.clone(),
+        config.clone(),
+        jobs.clone(),
+    ));
+    let prune = {
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(PRUNE_EVERY);
+            t.tick().await;
+            loop {
+                t.tick().await;
+                jobs.prune().await;
+            }
+        })
+    };
+
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = int.recv() => tracing::info!("SIGINT"),
+    }
+    // Stop taking connections and jobs; let running jobs finish (or kill them at the end
+    // of the grace period); every waiting client gets its result; then close.
+    stop_accepting.cancel();
+    let _ = accept.await;
+    socket::remove(&config.daemon.socket);
+    jobs.shutdown().await;
+    reload.abort();
+    prune.abort();
+    connections_done.cancel();
+    conns.close();
+    if tokio::time::timeout(Duration::from_secs(2), conns.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!("connections still open at exit are closed");
+    }
+    if let Err(e) = journal.end_run(run_id) {
+        tracing::warn!(error = %e, "cannot record the end of this run");
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// What identifies one version of the configuration file.
+fn file_stamp(path: &Path) -> Option<(std::time::SystemTime, u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path).ok()?;
+    Some((m.modified().ok()?, m.len(), m.ino()))
+}
+
+/// Re-reads the configuration on SIGHUP and when the file changes (polled every second).
+async fn reload_loop(
+    mut hup: tokio::signal::unix::Signal,
+    path: PathBuf,
+    args: ServeArgs,
+    started: Config,
+    jobs: Arc<Jobs>,
+) {
+    let mut stamp = file_stamp(&path);
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let forced = tokio::select! {
+            _ = tick.tick() => false,
+            Some(_) = hup.recv() => true,
+        };
+        let now = file_stamp(&path);
+        if !forced && now == stamp {
+            continue;
+        }
+        stamp = now;
+        let mut config = match load_config(&path) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "configuration not reloaded; the previous one stays");
+                continue;
+            }
+        };
+        apply_overrides(&mut config, &args);
+        let new = Settings::from_config(&config);
+        let old = jobs.settings();
+        *jobs.settings.write().unwrap_or_else(|p| p.into_inner()) = new.clone();
+        if old.skills_on != new.skills_on {
+            tracing::info!(
+                skills = if new.skills_on { "on" } else { "off" },
+                "configuration reloaded"
+            );
+        } else {
+            tracing::info!("configuration reloaded");
+        }
+        let restart_needed = config.runner.state_dir != started.runner.state_dir
+            || config.daemon.socket != started.daemon.socket
+            || config.daemon.socket_group != started.daemon.socket_group
+            || config.max_jobs() != started.max_jobs()
+            || config.queue_len() != started.queue_len()
+            || format!("{:?}", config.runner) != format!("{:?}", started.runner);
+        if restart_needed {
+            tracing::warn!(
+                "runner and socket settings changed: they take effect at the next start"
+            );
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Caps {
+    wall_ms_default: u64,
+    wall_ms_max: u64,
+    mem_bytes_min: u64,
+    mem_bytes_default: u64,
+    mem_bytes_max: u64,
+    ttl_ms_default: u64,
+    ttl_ms_max: u64,
+    input_json_max_bytes: usize,
+    inputs_max: usize,
+    inputs_max_total_bytes: usize,
+    js_input_max_bytes: usize,
+    stdout_max_bytes: usize,
+    stderr_kept_bytes: usize,
+    request_max_bytes: usize,
+    nets: Vec<&'static str>,
+}
+
+#[derive(Serialize)]
+struct Kernel {
+    #[serde(flatten)]
+    layers: crate::sandbox::Layers,
+    landlock_features: Vec<&'static str>,
+    cgroup: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Capacity {
+    max_jobs: usize,
+    queue_len: usize,
+}
+
+#[derive(Serialize)]
+pub struct Info {
+    artifact: &'static str,
+    version: &'static str,
+    node: Option<String>,
+    skills: &'static str,
+    on: bool,
+    ready: bool,
+    problem: Option<String>,
+    capacity: Capacity,
+    running: usize,
+    queued: usize,
+    caps: Caps,
+    kernel: Kernel,
+}
+
+/// `GET /v1/info`.
+pub fn info(jobs: &Jobs) -> Info {
+    let (running, queued) = jobs.load();
+    let on = jobs.settings().skills_on;
+    let layers = crate::sandbox::Layers::probe();
+    let (_, features) = crate::engine::landlock_summary();
+    Info {
+        artifact: job::ARTIFACT,
+        version: env!("CARGO_PKG_VERSION"),
+        node: jobs.node().map(str::to_string),
+        skills: if on { "on" } else { "off" },
+        on,
+        ready: jobs.engine().is_some(),
+        problem: jobs.problem.clone(),
+        capacity: Capacity {
+            max_jobs: jobs.max_jobs,
+            queue_len: jobs.queue_len,
+        },
+        running,
+        queued,
+        caps: Caps {
+            wall_ms_default: job::WALL_MS_DEFAULT,
+            wall_ms_max: job::WALL_MS_CAP,
+            mem_bytes_min: job::MEM_BYTES_MIN,
+            mem_bytes_default: job::MEM_BYTES_DEFAULT,
+            mem_bytes_max: job::MEM_BYTES_CAP,
+            ttl_ms_default: job::TTL_MS_DEFAULT,
+            ttl_ms_max: job::TTL_MS_CAP,
+            input_json_max_bytes: jobs
+                .engine()
+                .map(|e| e.bounds().max_input_json_bytes)
+                .unwrap_or(job::INPUT_JSON_DEFAULT_CAP),
+            inputs_max: job::MAX_INPUTS,
+            inputs_max_total_bytes: job::MAX_INPUTS_TOTAL_BYTES,
+            js_input_max_bytes: job::MAX_JS_BYTES,
+            stdout_max_bytes: job::STDOUT_CAP,
+            stderr_kept_bytes: job::STDERR_KEEP,
+            request_max_bytes: http::MAX_BODY_BYTES,
+            nets: vec!["deny"],
+        },
+        kernel: Kernel {
+            layers,
+            landlock_features: features,
+            cgroup: jobs.engine().map(|e| e.cgroups().version().to_string()),
+        },
+    }
+}

@@ -1,0 +1,288 @@
+//! The unix socket: binding it safely, admitting callers by their peer credentials, and
+//! serving each connection with hyper's HTTP/1.1 server.
+
+use super::http;
+use super::jobs::Jobs;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::os::fd::AsRawFd as _;
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// Binds the socket: its directory is made if missing; a socket file nothing listens on
+/// (a crashed daemon's) is replaced; anything else at the path is an error. Mode 0660,
+/// owned by root and `group` when given.
+pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create the socket directory {}: {e}", dir.display()))?;
+    }
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.file_type().is_socket() => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => {
+                return Err(format!(
+                    "another daemon is listening on {}; give this one --socket",
+                    path.display()
+                ))
+            }
+            Err(_) => {
+                tracing::info!(socket = %path.display(), "removing a stale socket");
+                std::fs::remove_file(path).map_err(|e| {
+                    format!("cannot remove the stale socket {}: {e}", path.display())
+                })?;
+            }
+        },
+        Ok(_) => {
+            return Err(format!(
+                "{} exists and is not a socket; not touching it",
+                path.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
+    }
+    // Nobody else can connect before the mode is set: connecting needs write permission,
+    // and the umask gives the group and others none at bind time.
+    // SAFETY: umask only changes this process's file creation mask.
+    let old = unsafe { libc::umask(0o177) };
+    let listener = UnixListener::bind(path);
+    // SAFETY: as above, restoring it.
+    unsafe { libc::umask(old) };
+    let listener = listener.map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    let gid = match group {
+        None => None,
+        Some(g) => Some(resolve_group(g)?),
+    };
+    if let Some(gid) = gid {
+        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)))
+            .map_err(|e| format!("cannot give {} to group {gid}: {e}", path.display()))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+        .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+    Ok(listener)
+}
+
+fn resolve_group(g: &str) -> Result<u32, String> {
+    if let Ok(n) = g.parse::<u32>() {
+        return Ok(n);
+    }
+    match nix::unistd::Group::from_name(g) {
+        Ok(Some(gr)) => Ok(gr.gid.as_raw()),
+        Ok(None) => Err(format!("daemon.socket_group {g:?}: no such group")),
+        Err(e) => Err(format!("daemon.socket_group {g:?}: {e}")),
+    }
+}
+
+/// Removes the socket at exit, if it is still the one this process made.
+pub fn remove(path: &Path) {
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if m.file_type().is_socket() && m.uid() == nix::unistd::geteuid().as_raw() {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// The caller at the other end of a connection, as the kernel saw it at connect time.
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub uid: u32,
+    pub gid: u32,
+    pub pid: Option<i32>,
+    pub groups: Vec<u32>,
+}
+
+/// SO_PEERCRED and SO_PEERGROUPS of the connection.
+pub fn peer(stream: &UnixStream) -> std::io::Result<Peer> {
+    let cred = stream.peer_cred()?;
+    Ok(Peer {
+        uid: cred.uid(),
+        gid: cred.gid(),
+        pid: cred.pid(),
+        groups: peer_groups(stream.as_raw_fd()).unwrap_or_default(),
+    })
+}
+
+fn peer_groups(fd: i32) -> std::io::Result<Vec<u32>> {
+    let mut groups: Vec<libc::gid_t> = vec![0; 64];
+    loop {
+        let mut len = (groups.len() * std::mem::size_of::<libc::gid_t>()) as libc::socklen_t;
+        // SAFETY: the buffer holds `len` bytes; the kernel writes at most that many and
+        // says how many it needs when they do not fit (ERANGE).
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PEERGROUPS,
+                groups.as_mut_ptr().cast(),
+                &mut len,
+            )
+        };
+        let n = len as usize / std::mem::size_of::<libc::gid_t>();
+        if r == 0 {
+            groups.truncate(n);
+            return Ok(groups);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::ERANGE) && n > groups.len() && n <= 65536 {
+            groups.resize(n, 0);
+            continue;
+        }
+        return Err(err);
+    }
+}
+
+/// Root always; others when their uid, gid or a supplementary group is allowed.
+pub fn admitted(p: &Peer, allow_uids: &[u32], allow_gids: &[u32]) -> bool {
+    p.uid == 0
+        || allow_uids.contains(&p.uid)
+        || allow_gids.contains(&p.gid)
+        || p.groups.iter().any(|g| allow_gids.contains(g))
+}
+
+pub async fn accept_loop(
+    listener: UnixListener,
+    jobs: Arc<Jobs>,
+    stop: CancellationToken,
+    close_connections: CancellationToken,
+    conns: TaskTracker,
+    max_connections: usize,
+) {
+    let slots = Arc::new(Semaphore::new(max_connections));
+    loop {
+        let permit = tokio::select! {
+            _ = stop.cancelled() => return,
+            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+        };
+        let stream = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok((s, _)) => s,
+                Err(e) => {
+                    // EMFILE and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let jobs = jobs.clone();
+        let close = close_connections.clone();
+        conns.spawn(async move {
+            serve_connection(stream, jobs, close).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn serve_connection(stream: UnixStream, jobs: Arc<Jobs>, close: CancellationToken) {
+    let allowed = match peer(&stream) {
+        Ok(p) => {
+            let s = jobs.settings();
+            let ok = admitted(&p, &s.allow_uids, &s.allow_gids);
+            if !ok {
+                jobs.metrics.forbidden();
+                tracing::warn!(
+                    uid = p.uid,
+                    gid = p.gid,
+                    pid = p.pid.unwrap_or(0),
+                    "connection refused: caller not in daemon.allow_uids or daemon.allow_gids"
+                );
+            }
+            ok
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "connection refused: no peer credentials");
+            false
+        }
+    };
+    let header_timeout = jobs.header_timeout;
+    let svc = service_fn(move |req| {
+        let jobs = jobs.clone();
+        async move {
+            if allowed {
+                Ok::<_, Infallible>(http::handle(jobs, req).await)
+            } else {
+                jobs.metrics.http(403);
+                Ok(http::forbidden())
+            }
+        }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .max_buf_size(64 * 1024)
+        .keep_alive(allowed)
+        .serve_connection(TokioIo::new(stream), svc);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        }
+        _ = close.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(uid: u32, gid: u32, groups: &[u32]) -> Peer {
+        Peer {
+            uid,
+            gid,
+            pid: None,
+            groups: groups.to_vec(),
+        }
+    }
+
+    #[test]
+    fn admission() {
+        assert!(admitted(&p(0, 0, &[]), &[], &[]));
+        assert!(!admitted(&p(1000, 1000, &[]), &[], &[]));
+        assert!(admitted(&p(1000, 1000, &[]), &[1000], &[]));
+        assert!(admitted(&p(1000, 1000, &[]), &[], &[1000]));
+        assert!(admitted(&p(1000, 1000, &[27, 998]), &[], &[998]));
+        assert!(!admitted(&p(1000, 1000, &[27]), &[1001], &[998]));
+    }
+
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced_a_live_one_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("run/s.sock");
+        let l = bind(&path, None).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o660);
+        assert!(bind(&path, None).is_err(), "something listens");
+        drop(l);
+        let _l = bind(&path, None).unwrap();
+        let file = tmp.path().join("plain");
+        std::fs::write(&file, "x").unwrap();
+        assert!(bind(&file, None).is_err());
+        assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+
+    #[tokio::test]
+    async fn peer_credentials_of_a_connection() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.sock");
+        let l = bind(&path, None).unwrap();
+        let c = UnixStream::connect(&path).await.unwrap();
+        let (s, _) = l.accept().await.unwrap();
+        let p = peer(&s).unwrap();
+        assert_eq!(p.uid, nix::unistd::geteuid().as_raw());
+        assert_eq!(p.pid, Some(std::process::id() as i32));
+        drop(c);
+    }
+}

@@ -1,0 +1,345 @@
+//! Inputs from the Media service: `GET <media_url>/<media_id>` for an input that carries no
+//! bytes and is not in the cache.
+//!
+//! The answer is bounded in size (the 1 MiB all inputs may hold together) and in time
+//! (`runner.media_timeout_ms`, connection to last byte), hashed in memory, and kept in the
+//! content-addressed cache only when it matches the input's sha256; `inputs::resolve`
+//! then finds it there and verifies it once more. Nothing is written for bytes that do not
+//! match. The job's `subject` and `project` go along as `X-OV-Subject` and `X-OV-Project`,
+//! so the Media service can check that the job may read what it names.
+
+use crate::config::Config;
+use crate::inputs::{sha256, Cache, InputError};
+use crate::job::{ValidJob, MAX_INPUTS_TOTAL_BYTES};
+use std::time::Duration;
+
+/// The client and where Media is; built once per engine.
+#[derive(Debug, Clone)]
+pub struct Media {
+    base: String,
+    client: reqwest::Client,
+    timeout: Duration,
+    max_bytes: usize,
+}
+
+impl Media {
+    /// None when no `runner.media_url` is configured.
+    pub fn from_config(config: &Config) -> Result<Option<Media>, String> {
+        let Some(url) = config
+            .runner
+            .media_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty())
+        else {
+            return Ok(None);
+        };
+        Media::new(
+            url,
+            Duration::from_millis(config.runner.media_timeout_ms.max(1)),
+            MAX_INPUTS_TOTAL_BYTES,
+        )
+        .map(Some)
+    }
+
+    pub fn new(url: &str, timeout: Duration, max_bytes: usize) -> Result<Media, String> {
+        let parsed = reqwest::Url::parse(url)
+            .map_err(|e| format!("runner.media_url {url:?} is not a URL: {e}"))?;
+        if !matches!(parsed.scheme(), "https" | "http") {
+            return Err(format!("runner.media_url {url:?} is not http(s)"));
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(timeout)
+            .timeout(timeout)
+            .redirect(reqwest::redirect::Policy::limited(3))
+            .user_agent(concat!("openvibe-skill-runner/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| format!("cannot build the Media client: {e}"))?;
+        Ok(Media {
+            base: url.trim_end_matches('/').to_string(),
+            client,
+            timeout,
+            max_bytes,
+        })
+    }
+
+    /// Fetches every input the job carries no bytes for and the cache lacks, and keeps
+    /// the verified bytes in the cache. An input without a `media_id` is left to
+    /// `inputs::resolve`, which reports it missing.
+    pub async fn fetch_missing(&self, job: &ValidJob, cache: &Cache) -> Result<(), InputError> {
+        let mut budget = self.max_bytes;
+        for input in &job.inputs {
+            if input.content.is_some() || cache.get(&input.sha256).is_some() {
+                continue;
+            }
+            let Some(media_id) = input.media_id.as_deref() else {
+                continue;
+            };
+            let bytes = self.fetch(media_id, budget, job).await.map_err(|detail| {
+                InputError::Unavailable {
+                    name: input.name.clone(),
+                    detail,
+                }
+            })?;
+            let found = sha256(&bytes);
+            if found != input.sha256 {
+                return Err(InputError::Mismatch {
+                    name: input.name.clone(),
+                    expected: input.sha256_hex(),
+                    found: hex::encode(found),
+                });
+            }
+            budget -= bytes.len();
+            cache.put(&input.sha256, &bytes);
+        }
+        Ok(())
+    }
+
+    /// The body of `GET <base>/<media_id>`, at most `limit` bytes, within the timeout.
+    async fn fetch(&self, media_id: &str, limit: usize, job: &ValidJob) -> Result<Vec<u8>, String> {
+        if media_id == "." || media_id == ".." || media_id.contains('/') {
+            return Err(format!(
+                "media_id {media_id:?} is not a name Media can serve"
+            ));
+        }
+        let url = format!("{}/{media_id}", self.base);
+        let mut req = self.client.get(&url);
+        for (header, value) in [
+            ("X-OV-Subject", &job.subject),
+            ("X-OV-Project", &job.project),
+        ] {
+            if let Some(v) = value.as_deref() {
+                if let Ok(v) = reqwest::header::HeaderValue::from_str(v) {
+                    req = req.header(header, v);
+                }
+            }
+        }
+        let work = async {
+            let mut resp = req
+                .send()
+                .await
+                .map_err(|e| format!("Media did not answer: {}", error_chain(&e)))?;
+            if !resp.status().is_success() {
+                return Err(format!("Media answered {} for {media_id}", resp.status()));
+            }
+            if resp.content_length().is_some_and(|n| n > limit as u64) {
+                return Err(format!(
+                    "Media announced {} bytes for {media_id}; the inputs may hold {limit} more",
+                    resp.content_length().unwrap_or(0)
+                ));
+            }
+            let mut body = Vec::new();
+            while let Some(chunk) = resp
+                .chunk()
+                .await
+                .map_err(|e| format!("Media's answer broke off: {}", error_chain(&e)))?
+            {
+                if body.len() + chunk.len() > limit {
+                    return Err(format!(
+                        "Media sent more than {limit} bytes for {media_id}, the room left for inputs"
+                    ));
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(body)
+        };
+        // The client's own timeout covers the same; this one also bounds a stalled body.
+        match tokio::time::timeout(self.timeout, work).await {
+            Ok(r) => r,
+            Err(_) => Err(format!(
+                "Media did not deliver {media_id} within {} ms",
+                self.timeout.as_millis()
+            )),
+        }
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Bounds, Net};
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use hyper::body::Frame;
+    use hyper::{Request, Response};
+    use std::convert::Infallible;
+    use std::net::SocketAddr;
+
+    const GOOD: &[u8] = b"process.stdout.write('1')";
+
+    /// A local Media: `/good`, `/other` (different bytes), `/big` (2 MiB announced),
+    /// `/stream` (2 MiB, no length), `/silent` (never answers), `/missing` (404).
+    async fn server() -> SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        tokio::spawn(async move {
+            loop {
+                let Ok((stream, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let svc = hyper::service::service_fn(
+                        |req: Request<hyper::body::Incoming>| async move {
+                            let path = req.uri().path().to_string();
+                            type B = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+                            use http_body_util::BodyExt;
+                            let full = |b: Vec<u8>| -> B { Full::new(Bytes::from(b)).boxed() };
+                            let resp: Response<B> = match path.as_str() {
+                                "/media/good" => {
+                                    assert_eq!(req.headers()["x-ov-subject"], "person_1");
+                                    Response::new(full(GOOD.to_vec()))
+                                }
+                                "/media/other" => Response::new(full(b"process.exit(3)".to_vec())),
+                                "/media/big" => Response::new(full(vec![b'x'; 2 << 20])),
+                                "/media/stream" => Response::new(Chunks(64).boxed()),
+                                "/media/silent" => {
+                                    tokio::time::sleep(Duration::from_secs(30)).await;
+                                    Response::new(full(Vec::new()))
+                                }
+                                _ => {
+                                    let mut r = Response::new(full(b"no".to_vec()));
+                                    *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                                    r
+                                }
+                            };
+                            Ok::<_, Infallible>(resp)
+                        },
+                    );
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc)
+                        .await;
+                });
+            }
+        });
+        addr
+    }
+
+    /// A body of `n` chunks of 32 KiB with no announced length (sent chunked).
+    struct Chunks(usize);
+
+    impl hyper::body::Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            if self.0 == 0 {
+                return std::task::Poll::Ready(None);
+            }
+            self.0 -= 1;
+            std::task::Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'y'; 32 << 10])))))
+        }
+    }
+
+    fn job_with(media_id: &str, bytes: &[u8]) -> ValidJob {
+        let v = serde_json::json!({
+            "job_id": "media-test",
+            "class": "function",
+            "artifact": crate::job::ARTIFACT,
+            "subject": "person_1",
+            "args": {"tool": "probe", "entry": "t.js", "input": {}},
+            "inputs": [{"name": "t.js", "media_id": media_id, "sha256": hex::encode(sha256(bytes))}],
+            "net": Net::Deny.as_str(),
+        });
+        crate::job::parse_job_value(v, &Bounds::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn fetches_verifies_and_caches() {
+        let addr = server().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"));
+        let media = Media::new(
+            &format!("http://{addr}/media/"),
+            Duration::from_secs(5),
+            1 << 20,
+        )
+        .unwrap();
+
+        let job = job_with("good", GOOD);
+        media.fetch_missing(&job, &cache).await.unwrap();
+        assert_eq!(cache.get(&sha256(GOOD)).unwrap(), GOOD);
+        // Cached now: no second request is needed (a dead server would do).
+        let dead = Media::new("http://127.0.0.1:9/", Duration::from_millis(300), 1 << 20).unwrap();
+        dead.fetch_missing(&job, &cache).await.unwrap();
+
+        let job = job_with("other", GOOD);
+        let e = media
+            .fetch_missing(&job, &Cache::new(tmp.path().join("c2")))
+            .await
+            .unwrap_err();
+        assert!(matches!(e, InputError::Mismatch { .. }), "{e}");
+        assert!(
+            !tmp.path().join("c2").exists()
+                || std::fs::read_dir(tmp.path().join("c2"))
+                    .unwrap()
+                    .next()
+                    .is_none()
+        );
+
+        for id in ["big", "stream"] {
+            let e = media
+                .fetch_missing(&job_with(id, id.as_bytes()), &cache)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&e, InputError::Unavailable { detail, .. } if detail.contains("bytes")),
+                "{id}: {e}"
+            );
+        }
+        let e = media
+            .fetch_missing(&job_with("missing", b"m"), &cache)
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("404"), "{e}");
+        // `..` as a media id never reaches the fetch: the job's validation refuses it.
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_costs_the_timeout_and_no_more() {
+        let addr = server().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"));
+        let media = Media::new(
+            &format!("http://{addr}/media"),
+            Duration::from_millis(400),
+            1 << 20,
+        )
+        .unwrap();
+        let t = std::time::Instant::now();
+        let e = media
+            .fetch_missing(&job_with("silent", GOOD), &cache)
+            .await
+            .unwrap_err();
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        assert!(matches!(e, InputError::Unavailable { .. }), "{e}");
+        // Nobody listening at all.
+        let closed = Media::new("http://127.0.0.1:9", Duration::from_millis(400), 1 << 20).unwrap();
+        let e = closed
+            .fetch_missing(&job_with("x", GOOD), &cache)
+            .await
+            .unwrap_err();
+        assert!(matches!(e, InputError::Unavailable { .. }), "{e}");
+    }
+
+    #[test]
+    fn configuration() {
+        let mut c = Config::default();
+        assert!(Media::from_config(&c).unwrap().is_none());
+        c.runner.media_url = Some("ftp://x".into());
+        assert!(Media::from_config(&c).is_err());
+        c.runner.media_url = Some("https://media.example/v1/media".into());
+        assert!(Media::from_config(&c).unwrap().is_some());
+    }
+}
