@@ -18,8 +18,8 @@ pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/r
 pub const PRELOAD: &str = "/runtime/harden.cjs";
 /// The loader's cache: without it the loader still finds the libraries, only slower.
 pub const LD_CACHE: &str = "/etc/ld.so.cache";
-/// Size of the tmpfs that holds the job's root: only mount points live there.
-pub const ROOT_TMPFS_BYTES: u64 = 1024 * 1024;
+/// Room in the job's root tmpfs besides the skill's files and the preload: mount points.
+pub const ROOT_TMPFS_SLACK: u64 = 1024 * 1024;
 /// Bytes of the tool's memory reserved for Node itself outside the V8 heap.
 const HEAP_FRACTION_NUM: u64 = 1;
 const HEAP_FRACTION_DEN: u64 = 2;
@@ -29,12 +29,36 @@ const MIB: u64 = 1024 * 1024;
 pub enum MountStep {
     /// A host file at the same path inside, read-only, nosuid, nodev.
     BindFile { source: PathBuf, target: PathBuf },
-    /// A host directory, read-only, nosuid, nodev, noexec.
-    BindDir { source: PathBuf, target: PathBuf },
     /// A host device node, read-only mount, nosuid, noexec (dev allowed on this mount only).
     Device { source: PathBuf, target: PathBuf },
     /// A fresh procfs of the job's pid namespace, nosuid, nodev, noexec.
     Proc { target: PathBuf },
+}
+
+/// A file the init stage writes into the job's own root before sealing it read-only.
+/// Writing rather than bind-mounting keeps host paths out of the job's mountinfo.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlanFile {
+    /// Relative to its directory (`/skill` or `/runtime`).
+    pub name: String,
+    #[serde(with = "base64_bytes")]
+    pub bytes: Vec<u8>,
+}
+
+mod base64_bytes {
+    use base64::Engine as _;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&base64::engine::general_purpose::STANDARD.encode(b))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
+        let text = String::deserialize(d)?;
+        base64::engine::general_purpose::STANDARD
+            .decode(text.as_bytes())
+            .map_err(serde::de::Error::custom)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -59,6 +83,12 @@ pub struct Plan {
     pub cgroup_join: Vec<PathBuf>,
     /// Host path of an empty directory the job's root tmpfs is mounted on.
     pub root: PathBuf,
+    /// Size of that tmpfs: the files below and room for mount points.
+    pub root_bytes: u64,
+    /// The skill's verified inputs, laid out read-only under `/skill`.
+    pub skill_files: Vec<PlanFile>,
+    /// The runner's hardening preload, written at `/runtime/harden.cjs`.
+    pub preload: PlanFile,
     pub mounts: Vec<MountStep>,
     pub hostname: String,
     pub uid: u32,
@@ -81,10 +111,6 @@ pub struct Plan {
 /// What the engine knows about one job's place on the host.
 #[derive(Debug, Clone)]
 pub struct JobPaths {
-    /// The laid-out inputs.
-    pub skill: PathBuf,
-    /// The runner's hardening preload on the host (`runtime/harden.cjs`).
-    pub preload: PathBuf,
     /// The empty directory for the root.
     pub root: PathBuf,
 }
@@ -110,10 +136,13 @@ pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
 }
 
 /// The pure transformation. `uid` is chosen by the caller (a fresh one per job).
+#[allow(clippy::too_many_arguments)]
 pub fn build(
     job: &ValidJob,
     rt: &Runtime,
     paths: &JobPaths,
+    files: &[(String, Vec<u8>)],
+    preload: &[u8],
     seccomp: CompiledFilters,
     cgroup_join: Vec<PathBuf>,
     uid: u32,
@@ -161,23 +190,30 @@ pub fn build(
     if existing(Path::new("/dev/null")) {
         write_files.push("/dev/null".into());
     }
-    mounts.push(MountStep::BindFile {
-        source: paths.preload.clone(),
-        target: PRELOAD.into(),
-    });
     read_files.push(PRELOAD.into());
-    mounts.push(MountStep::BindDir {
-        source: paths.skill.clone(),
-        target: SKILL_DIR.into(),
-    });
     mounts.push(MountStep::Proc {
         target: "/proc".into(),
     });
 
+    let skill_files: Vec<PlanFile> = files
+        .iter()
+        .map(|(name, bytes)| PlanFile {
+            name: name.clone(),
+            bytes: bytes.clone(),
+        })
+        .collect();
+    let payload: u64 =
+        files.iter().map(|(_, b)| b.len() as u64).sum::<u64>() + preload.len() as u64;
     Plan {
         job_id: job.job_id.clone(),
         cgroup_join,
         root: paths.root.clone(),
+        root_bytes: ROOT_TMPFS_SLACK + payload,
+        skill_files,
+        preload: PlanFile {
+            name: "harden.cjs".into(),
+            bytes: preload.to_vec(),
+        },
         mounts,
         hostname: "skill".to_string(),
         uid,
@@ -240,8 +276,6 @@ mod tests {
 
     fn paths() -> JobPaths {
         JobPaths {
-            skill: "/state/jobs/j1/skill".into(),
-            preload: "/usr/share/openvibe-skill-runner/runtime/harden.cjs".into(),
             root: "/state/jobs/j1/root".into(),
         }
     }
@@ -251,6 +285,8 @@ mod tests {
             &job(134_217_728),
             &rt(major),
             &paths(),
+            &[("tools/t.js".to_string(), b"1".to_vec())],
+            b"'use strict'",
             CompiledFilters::default(),
             vec!["/cg/memory/j1/tasks".into()],
             2_100_000_007,
@@ -307,7 +343,6 @@ mod tests {
             .iter()
             .map(|m| match m {
                 MountStep::BindFile { target, .. }
-                | MountStep::BindDir { target, .. }
                 | MountStep::Device { target, .. }
                 | MountStep::Proc { target } => target.display().to_string(),
             })
@@ -323,15 +358,15 @@ mod tests {
                 "/dev/zero",
                 "/dev/urandom",
                 "/dev/random",
-                "/runtime/harden.cjs",
-                "/skill",
                 "/proc"
             ]
         );
-        assert!(matches!(
-            &p.mounts[9],
-            MountStep::BindDir { source, .. } if source == Path::new("/state/jobs/j1/skill")
-        ));
+        // The skill and the preload are written into the job's own root, not bound from
+        // the host, so no host path shows in the job's mountinfo.
+        assert_eq!(p.skill_files.len(), 1);
+        assert_eq!(p.skill_files[0].name, "tools/t.js");
+        assert_eq!(p.preload.bytes, b"'use strict'");
+        assert_eq!(p.root_bytes, ROOT_TMPFS_SLACK + 1 + 12);
     }
 
     #[test]

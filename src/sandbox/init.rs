@@ -82,6 +82,8 @@ fn read_plan() -> Result<Plan, String> {
 
 /// Entry point of `sandbox-init`. Never returns.
 pub fn main() -> ! {
+    // Mount points and directories the stage makes are 0755 whatever the runner's umask.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
     let plan = match read_plan() {
         Ok(p) => p,
         Err(e) => fail("read plan", e),
@@ -240,7 +242,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         ),
     )?;
     // 3. The job's root: an empty tmpfs holding only mount points.
-    let size = format!("size={},mode=0755", crate::plan::ROOT_TMPFS_BYTES);
+    let size = format!("size={},mode=0755", plan.root_bytes);
     step(
         "mount root tmpfs",
         mount(
@@ -251,8 +253,11 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
             Some(size.as_str()),
         ),
     )?;
-    // 4. Node, its libraries, devices, /skill and /proc, each read-only.
+    // 4. The skill's files and the preload, written into the job's own root (no host
+    //    path behind them); then Node, its libraries, devices and /proc, each read-only.
     injected("mounts")?;
+    write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
+    write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
     for m in &plan.mounts {
         apply_mount(&plan.root, m)?;
     }
@@ -393,17 +398,22 @@ fn bind_read_only(source: &Path, target: &Path, extra: MsFlags) -> Result<(), St
     )
 }
 
+fn write_files(root: &Path, dir: &str, files: &[crate::plan::PlanFile]) -> Result<(), StepError> {
+    let at = under(root, Path::new(dir));
+    step("create skill directory", std::fs::create_dir_all(&at))?;
+    let files: Vec<(String, Vec<u8>)> = files
+        .iter()
+        .map(|f| (f.name.clone(), f.bytes.clone()))
+        .collect();
+    step("write skill files", crate::inputs::lay_out(&at, &files))
+}
+
 fn apply_mount(root: &Path, m: &MountStep) -> Result<(), StepError> {
     match m {
         MountStep::BindFile { source, target } => {
             let t = under(root, target);
             make_mountpoint(&t, false)?;
             bind_read_only(source, &t, MsFlags::MS_NODEV)
-        }
-        MountStep::BindDir { source, target } => {
-            let t = under(root, target);
-            make_mountpoint(&t, true)?;
-            bind_read_only(source, &t, MsFlags::MS_NODEV | MsFlags::MS_NOEXEC)
         }
         MountStep::Device { source, target } => {
             let t = under(root, target);
@@ -420,7 +430,7 @@ fn apply_mount(root: &Path, m: &MountStep) -> Result<(), StepError> {
                     &t,
                     Some("proc"),
                     MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
-                    Some("hidepid=invisible"),
+                    Some("hidepid=invisible,subset=pid"),
                 ),
             )
         }
