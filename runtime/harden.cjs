@@ -9,11 +9,35 @@ const fs = require('fs');
 const vm = require('vm');
 const v8 = require('v8');
 
+// What the guards below use, taken now: a tool that later patches fs.readFileSync,
+// String.prototype.startsWith or Function.prototype.call changes nothing for them.
+const uncurry = Function.prototype.call.bind(Function.prototype.bind, Function.prototype.call);
+const readFileSync = fs.readFileSync;
+const apply = Reflect.apply;
+const defineProperty = Object.defineProperty;
+const startsWith = uncurry(String.prototype.startsWith);
+const endsWith = uncurry(String.prototype.endsWith);
+const charCodeAt = uncurry(String.prototype.charCodeAt);
+const stringSlice = uncurry(String.prototype.slice);
+const ErrorCtor = Error;
+
 const SKILL = '/skill/';
+const SKILL_URL = 'file:///skill/';
+// CommonJS compiles any other extension as JavaScript; only these are code.
+const CODE_EXTENSIONS = ['.js', '.cjs'];
+// What the ES module loader may read from /skill: code and JSON data.
+const MODULE_EXTENSIONS = ['.js', '.mjs', '.cjs', '.json'];
+
+function hasExtension(name, list) {
+  for (let i = 0; i < list.length; i++) {
+    if (endsWith(name, list[i])) return true;
+  }
+  return false;
+}
 
 function denied(what) {
   return function disabled() {
-    const e = new Error(
+    const e = new ErrorCtor(
       `${what} is disabled in the skill sandbox: a tool runs only the code in its own files`,
     );
     e.code = 'ERR_SKILL_SANDBOX';
@@ -22,7 +46,7 @@ function denied(what) {
 }
 
 function lock(obj, name, value) {
-  Object.defineProperty(obj, name, {
+  defineProperty(obj, name, {
     value,
     writable: false,
     configurable: false,
@@ -43,7 +67,7 @@ const wrap = Module.wrap;
 const wrapper = Module.wrapper;
 const wrapperText = [wrapper[0], wrapper[1]];
 function stripBom(s) {
-  return s.charCodeAt(0) === 0xfeff ? s.slice(1) : s;
+  return charCodeAt(s, 0) === 0xfeff ? stringSlice(s, 1) : s;
 }
 lock(Module.prototype, '_compile', function guardedCompile(content, filename, ...rest) {
   if (
@@ -54,35 +78,39 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, ..
   ) {
     denied('changing Module.wrap or Module.wrapper')();
   }
-  if (typeof filename !== 'string' || !filename.startsWith(SKILL)) {
-    denied(`compiling ${String(filename).slice(0, 80)}`)();
+  if (typeof filename !== 'string' || !startsWith(filename, SKILL)) {
+    denied('compiling a file outside /skill')();
+  }
+  if (!hasExtension(filename, CODE_EXTENSIONS)) {
+    denied('compiling a file that is not .js or .cjs as code')();
   }
   let onDisk;
   try {
-    onDisk = fs.readFileSync(filename, 'utf8');
+    onDisk = readFileSync(filename, 'utf8');
   } catch {
-    denied(`compiling ${filename.slice(0, 80)}, which is not a file`)();
+    denied('compiling a path that is not a file')();
   }
   if (typeof content !== 'string' || (content !== onDisk && content !== stripBom(onDisk))) {
     denied('compiling source that is not the file\'s own')();
   }
-  return compile.call(this, content, filename, ...rest);
+  return apply(compile, this, [content, filename, ...rest]);
 });
 
 // 3. The ES module loader: only node: builtins and files under /skill; no data: or
 //    other URLs, and no hooks of the tool's own. (Node 20 has no synchronous hooks.)
+function allowedUrl(url) {
+  if (typeof url !== 'string') return false;
+  if (startsWith(url, 'node:')) return true;
+  return startsWith(url, SKILL_URL) && hasExtension(url, MODULE_EXTENSIONS);
+}
 if (typeof Module.registerHooks === 'function') Module.registerHooks({
   resolve(specifier, context, next) {
     const r = next(specifier, context);
-    if (!(r.url.startsWith('node:') || r.url.startsWith(`file://${SKILL}`))) {
-      denied(`importing ${r.url.slice(0, 80)}`)();
-    }
+    if (!allowedUrl(r.url)) denied('importing anything but node: builtins and /skill files')();
     return r;
   },
   load(url, context, next) {
-    if (!(url.startsWith('node:') || url.startsWith(`file://${SKILL}`))) {
-      denied(`loading ${url.slice(0, 80)}`)();
-    }
+    if (!allowedUrl(url)) denied('loading anything but node: builtins and /skill files')();
     return next(url, context);
   },
 });
