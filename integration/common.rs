@@ -11,6 +11,30 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_openvibe-skill-runner");
 /// The default `runner.sandbox_uid_base`: every job's uid is at or above it.
 pub const SANDBOX_UID_BASE: u64 = 2_100_000_000;
 
+pub fn sha(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// A job running `code` as `tool.js` on `input`, with SPEC.md's default limits.
+pub fn code_job(id: &str, code: &str, input: Value) -> Value {
+    use base64::Engine as _;
+    serde_json::json!({
+        "job_id": id,
+        "class": "function",
+        "artifact": "openvibe-skill-runner@1.0.0",
+        "args": {"tool": "probe", "entry": "tool.js", "input": input},
+        "inputs": [{
+            "name": "tool.js",
+            "media_id": "med_test",
+            "sha256": sha(code.as_bytes()),
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
+        }],
+        "net": "deny",
+        "limits": {"wall_ms": 10000, "mem_bytes": 134217728}
+    })
+}
+
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }

@@ -6,13 +6,11 @@
 //! point is a malformed request).
 
 use crate::common::*;
-use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use openvibe_skill_runner::daemon::journal::{Entry, Journal};
 use openvibe_skill_runner::skill::{job_from_skill, RunRequest};
 use serde_json::{json, Value};
-use sha2::Digest;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream as StdUnixStream;
@@ -20,26 +18,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn sha(bytes: &[u8]) -> String {
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
 /// A job running `code` as `tool.js`.
 fn job(id: &str, code: &str, wall_ms: u64) -> Value {
-    json!({
-        "job_id": id,
-        "class": "function",
-        "artifact": "openvibe-skill-runner@1.0.0",
-        "args": {"tool": "probe", "entry": "tool.js", "input": {"n": 1}},
-        "inputs": [{
-            "name": "tool.js",
-            "media_id": "med_test",
-            "sha256": sha(code.as_bytes()),
-            "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
-        }],
-        "net": "deny",
-        "limits": {"wall_ms": wall_ms, "mem_bytes": 134217728}
-    })
+    let mut j = code_job(id, code, json!({"n": 1}));
+    j["limits"]["wall_ms"] = json!(wall_ms);
+    j
 }
 
 /// The word-count test skill's job, as `run` would build it.

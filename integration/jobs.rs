@@ -4,28 +4,9 @@
 use crate::common::*;
 use base64::Engine as _;
 use serde_json::{json, Value};
-use sha2::Digest;
 
-fn sha(bytes: &[u8]) -> String {
-    hex::encode(sha2::Sha256::digest(bytes))
-}
-
-/// A job running `code` as `tool.js`, with `input`.
 fn job(id: &str, code: &str, input: Value) -> Value {
-    json!({
-        "job_id": id,
-        "class": "function",
-        "artifact": "openvibe-skill-runner@1.0.0",
-        "args": {"tool": "probe", "entry": "tool.js", "input": input},
-        "inputs": [{
-            "name": "tool.js",
-            "media_id": "med_test",
-            "sha256": sha(code.as_bytes()),
-            "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
-        }],
-        "net": "deny",
-        "limits": {"wall_ms": 10000, "mem_bytes": 134217728}
-    })
+    code_job(id, code, input)
 }
 
 const ECHO: &str = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(JSON.stringify({got:JSON.parse(d)})));";

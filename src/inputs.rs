@@ -95,19 +95,25 @@ impl Cache {
 }
 
 /// Every input's bytes, verified against its digest, in the job's order.
+/// The bytes must hash to the input's digest (the one check every source goes through).
+pub fn verify(input: &ValidInput, bytes: &[u8]) -> Result<(), InputError> {
+    let found = sha256(bytes);
+    if found != input.sha256 {
+        return Err(InputError::Mismatch {
+            name: input.name.clone(),
+            expected: input.sha256_hex(),
+            found: hex::encode(found),
+        });
+    }
+    Ok(())
+}
+
 pub fn resolve(job: &ValidJob, cache: &Cache) -> Result<Vec<(String, Vec<u8>)>, InputError> {
     let mut out = Vec::with_capacity(job.inputs.len());
     let mut total = 0usize;
     for input in &job.inputs {
         let bytes = bytes_of(input, cache)?;
-        let found = sha256(&bytes);
-        if found != input.sha256 {
-            return Err(InputError::Mismatch {
-                name: input.name.clone(),
-                expected: input.sha256_hex(),
-                found: hex::encode(found),
-            });
-        }
+        verify(input, &bytes)?;
         check_input_content(&input.name, &bytes).map_err(InputError::Content)?;
         total += bytes.len();
         if total > crate::job::MAX_INPUTS_TOTAL_BYTES {

@@ -9,7 +9,7 @@
 //! so the Media service can check that the job may read what it names.
 
 use crate::config::Config;
-use crate::inputs::{sha256, Cache, InputError};
+use crate::inputs::{Cache, InputError};
 use crate::job::{ValidJob, MAX_INPUTS_TOTAL_BYTES};
 use std::time::Duration;
 
@@ -80,14 +80,7 @@ impl Media {
                     detail,
                 }
             })?;
-            let found = sha256(&bytes);
-            if found != input.sha256 {
-                return Err(InputError::Mismatch {
-                    name: input.name.clone(),
-                    expected: input.sha256_hex(),
-                    found: hex::encode(found),
-                });
-            }
+            crate::inputs::verify(input, &bytes)?;
             budget -= bytes.len();
             cache.put(&input.sha256, &bytes);
         }
@@ -167,6 +160,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inputs::sha256;
     use crate::job::{Bounds, Net};
     use bytes::Bytes;
     use http_body_util::Full;
