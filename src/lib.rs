@@ -4,6 +4,7 @@
 pub mod config;
 pub mod daemon;
 pub mod doctor;
+pub mod egress;
 pub mod engine;
 pub mod inputs;
 pub mod job;

@@ -1,0 +1,17 @@
+//! Egress for jobs whose `net` is `openvibe-only` or `public` (SPEC.md, "Egress per net";
+//! issue 4): the building blocks, all pure or self-contained, that the sandbox's DNS responder
+//! and proxy are made of.
+//!
+//! - [`policy`]: `policies/egress.toml` — the allow list, the ports, the denied address ranges —
+//!   and the checks on names, IP literals and addresses.
+//! - [`dns`]: the job's DNS responder (query bytes in, answer bytes out): synthetic addresses
+//!   for allowed names, NXDOMAIN for the rest, nothing forwarded; the [`dns::NameTable`].
+//! - [`sniff`]: the TLS server name or HTTP Host from a connection's first bytes.
+//! - [`decide`]: allow (to exactly which address) or refuse one accepted connection.
+//! - [`record`]: the result's `egress` list and the job's byte and time budgets.
+
+pub mod decide;
+pub mod dns;
+pub mod policy;
+pub mod record;
+pub mod sniff;

@@ -1,0 +1,630 @@
+//! The egress policy (`policies/egress.toml`) and the pure checks made with it: which names a
+//! job may look up and reach, which addresses the proxy may connect to, and what counts as an
+//! IP literal.
+//!
+//! Decisions:
+//! - **Names are ASCII only.** A host is lowercased, one trailing dot is dropped, and it must be
+//!   1–253 bytes of labels of 1–63 bytes from `[a-z0-9_-]`. Anything else (Unicode / IDN in
+//!   U-label form, `%`, `@`, spaces, NUL, empty labels) is not a name and is refused: IDNs are
+//!   reached through their punycode (`xn--`) form, which is compared like any other ASCII.
+//! - **Label-boundary matching.** An allow entry matches itself and its subdomains:
+//!   `host == entry || host.ends_with("." + entry)`. So `evilopenvibe.services` and
+//!   `openvibe.services.evil.com` do not match `openvibe.services`.
+//! - **IP literals are never names.** [`parse_ip_literal`] recognises every spelling the C
+//!   library or a URL parser would turn into an address (dotted, decimal `2130706433`, hex
+//!   `0x7f000001`, octal `0177.0.0.1`, short `127.1`, bracketed IPv6, zone ids); and
+//!   [`looks_like_ip`] also catches the invalid ones (`999.1.1.1`, `0x1.0xzz`...), whose last
+//!   label is numeric, as WHATWG's URL host parser does. Such a host is refused as a name under
+//!   every mode; under `public` the proxy judges the address the tool actually connected to.
+//! - **Addresses**: the Link's own networks first, then the `[[deny]]` ranges in file order
+//!   (first match gives the reason), then a built-in floor no policy file can remove
+//!   ([`FLOOR`]), then the embedded-IPv4 forms (IPv4-mapped `::ffff:0:0/96` is also built in;
+//!   NAT64 `64:ff9b::/96` and 6to4 `2002::/16` from the file) which are judged by their IPv4
+//!   address, and last, with `ipv6_global_unicast_only`, any IPv6 outside `2000::/3`.
+//! - **Documentation ranges** (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32,
+//!   3fff::/20) **are denied**: they are never routed on the internet, so a connection there can
+//!   only reach something on the Link's side; no legitimate tool needs them.
+//! - **The synthetic pool 198.18.0.0/15** (benchmarking, RFC 2544) is denied as a real
+//!   destination (in the floor), so a synthetic address can never be mistaken for a real one.
+//! - **The Link's own addresses** are given as networks (`IpNet`), address and prefix length
+//!   of each interface: under IPv6 the Link's on-link neighbours have global addresses, which
+//!   RFC 1918 does not cover, so the whole on-link prefix is denied, not just the address.
+
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+use std::time::Duration;
+
+use ipnet::{IpNet, Ipv6Net};
+use serde::Deserialize;
+
+use crate::egress::record::Budgets;
+use crate::job::Net;
+
+/// The policy shipped in `policies/egress.toml`.
+pub const SHIPPED_TOML: &str = include_str!("../../policies/egress.toml");
+
+/// The ports the proxy can serve: 443 (TLS, SNI checked) and 80 (HTTP/1, Host checked).
+pub const SUPPORTED_PORTS: [u16; 2] = [443, 80];
+
+/// The synthetic addresses the DNS responder hands out (see `egress::dns`).
+pub const SYNTHETIC_POOL: &str = "198.18.0.0/15";
+
+/// Denied whatever the policy file says: (range, reason).
+pub const FLOOR: &[(&str, &str)] = &[
+    ("0.0.0.0/8", "unspecified / this network (built in)"),
+    ("127.0.0.0/8", "loopback (built in)"),
+    (
+        "169.254.0.0/16",
+        "link-local, cloud metadata 169.254.169.254 (built in)",
+    ),
+    ("224.0.0.0/4", "multicast (built in)"),
+    ("240.0.0.0/4", "reserved and limited broadcast (built in)"),
+    (
+        SYNTHETIC_POOL,
+        "the runner's synthetic DNS addresses (built in)",
+    ),
+    ("::/128", "unspecified (built in)"),
+    ("::1/128", "loopback (built in)"),
+    ("fe80::/10", "link-local (built in)"),
+    ("ff00::/8", "multicast (built in)"),
+];
+
+/// The built-in embedded-IPv4 form: IPv4-mapped IPv6.
+pub const FLOOR_EMBEDDED: (&str, u8, &str) = ("::ffff:0:0/96", 96, "IPv4-mapped IPv6 (built in)");
+
+/// Longest name (RFC 1035, without the trailing dot).
+pub const MAX_NAME_LEN: usize = 253;
+/// Longest label.
+pub const MAX_LABEL_LEN: usize = 63;
+
+/// A denied address range and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeniedRange {
+    pub range: IpNet,
+    pub reason: String,
+}
+
+/// An IPv6 prefix whose addresses carry an IPv4 address at `ipv4_offset` (bits).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EmbeddedIpv4 {
+    pub prefix: Ipv6Net,
+    pub ipv4_offset: u8,
+    pub reason: String,
+}
+
+impl EmbeddedIpv4 {
+    /// The IPv4 address inside `ip`, if `ip` is in this prefix.
+    pub fn extract(&self, ip: Ipv6Addr) -> Option<Ipv4Addr> {
+        if !self.prefix.contains(&ip) {
+            return None;
+        }
+        let bits = u128::from(ip);
+        let shift = 128 - 32 - u32::from(self.ipv4_offset);
+        Some(Ipv4Addr::from((bits >> shift) as u32))
+    }
+}
+
+/// A name suffix never looked up under `public`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeniedSuffix {
+    pub suffix: String,
+    pub reason: String,
+}
+
+/// The DNS responder's settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DnsSettings {
+    /// Names one job may have answered; then REFUSED.
+    pub max_names: usize,
+    pub ttl_seconds: u32,
+}
+
+/// The validated policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressPolicy {
+    pub ports: Vec<u16>,
+    pub ipv6_global_unicast_only: bool,
+    /// `openvibe-only`: each entry and its subdomains (lowercase ASCII, no trailing dot).
+    pub allow: Vec<String>,
+    /// `public`: suffixes never looked up.
+    pub public_deny_suffixes: Vec<DeniedSuffix>,
+    /// The file's ranges in order, then [`FLOOR`].
+    pub deny: Vec<DeniedRange>,
+    /// The file's embedded forms, then [`FLOOR_EMBEDDED`].
+    pub embedded: Vec<EmbeddedIpv4>,
+    pub dns: DnsSettings,
+    pub budgets: Budgets,
+}
+
+/// Why the policy file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read the egress policy {path}: {source}; install policies/egress.toml there or point the runner's policies_dir at it")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("the egress policy is not valid TOML for its format: {0}")]
+    Toml(String),
+    #[error("the egress policy is invalid: {0}")]
+    Invalid(String),
+}
+
+/// Why an address is denied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DenyReason {
+    /// In a denied range (the policy file's or the built-in floor).
+    Range { range: IpNet, reason: String },
+    /// One of the Link's own addresses or on-link networks.
+    OwnAddress { network: IpNet },
+    /// IPv6 outside 2000::/3 (global unicast) that carries no IPv4 address.
+    NotGlobalUnicast,
+    /// An IPv6 form carrying a denied IPv4 address.
+    Embedded {
+        form: String,
+        ipv4: Ipv4Addr,
+        inner: Box<DenyReason>,
+    },
+}
+
+impl fmt::Display for DenyReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DenyReason::Range { range, reason } => write!(f, "{reason} ({range})"),
+            DenyReason::OwnAddress { network } => {
+                write!(f, "the Link's own address or network ({network})")
+            }
+            DenyReason::NotGlobalUnicast => write!(f, "IPv6 outside global unicast 2000::/3"),
+            DenyReason::Embedded { form, ipv4, inner } => {
+                write!(f, "{form} of {ipv4}: {inner}")
+            }
+        }
+    }
+}
+
+// ---- the file ------------------------------------------------------------------------------
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    version: u32,
+    ports: Vec<u16>,
+    ipv6_global_unicast_only: bool,
+    openvibe_only: OpenvibeOnlyFile,
+    public: PublicFile,
+    dns: DnsFile,
+    budget: BudgetFile,
+    #[serde(default)]
+    deny: Vec<RangeFile>,
+    #[serde(default)]
+    embedded_ipv4: Vec<EmbeddedFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpenvibeOnlyFile {
+    allow: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PublicFile {
+    #[serde(default)]
+    deny_suffixes: Vec<SuffixFile>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SuffixFile {
+    suffix: String,
+    reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DnsFile {
+    max_names: usize,
+    ttl_seconds: u32,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BudgetFile {
+    max_records: usize,
+    bytes_out: u64,
+    bytes_in: u64,
+    job_seconds: u64,
+    connection_seconds: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RangeFile {
+    range: IpNet,
+    reason: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EmbeddedFile {
+    prefix: Ipv6Net,
+    ipv4_offset: u8,
+    reason: String,
+}
+
+/// Most synthetic names a job can have: the /15 less its first and last address.
+pub const MAX_NAMES_CAP: usize = (1 << 17) - 2;
+
+impl EgressPolicy {
+    /// The policy shipped with the runner.
+    pub fn shipped() -> EgressPolicy {
+        // The shipped file is tested (tests::the_shipped_policy_loads).
+        EgressPolicy::from_toml_str(SHIPPED_TOML).expect("policies/egress.toml is valid")
+    }
+
+    /// Read `egress.toml` from a file.
+    pub fn load(path: &Path) -> Result<EgressPolicy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        EgressPolicy::from_toml_str(&text)
+    }
+
+    /// Parse and validate the policy's text.
+    pub fn from_toml_str(text: &str) -> Result<EgressPolicy, PolicyError> {
+        let file: File = toml::from_str(text).map_err(|e| PolicyError::Toml(e.to_string()))?;
+        let invalid = |m: String| Err(PolicyError::Invalid(m));
+        if file.version != 1 {
+            return invalid(format!("version {} (this runner reads 1)", file.version));
+        }
+        if file.ports.is_empty() {
+            return invalid("ports is empty".into());
+        }
+        for (i, p) in file.ports.iter().enumerate() {
+            if !SUPPORTED_PORTS.contains(p) {
+                return invalid(format!("port {p}: the proxy serves only 443 and 80"));
+            }
+            if file.ports[..i].contains(p) {
+                return invalid(format!("port {p} is listed twice"));
+            }
+        }
+        let mut allow = Vec::new();
+        for entry in &file.openvibe_only.allow {
+            let Some(name) = normalize_name(entry) else {
+                return invalid(format!("allow entry {entry:?} is not an ASCII host name"));
+            };
+            if name != *entry {
+                return invalid(format!(
+                    "allow entry {entry:?}: write it lowercase without a trailing dot"
+                ));
+            }
+            if !name.contains('.') {
+                return invalid(format!(
+                    "allow entry {entry:?}: a whole top-level domain cannot be allowed"
+                ));
+            }
+            allow.push(name);
+        }
+        let mut public_deny_suffixes = Vec::new();
+        for s in file.public.deny_suffixes {
+            match normalize_name(&s.suffix) {
+                Some(n) if n == s.suffix => {}
+                _ => {
+                    return invalid(format!(
+                        "deny suffix {:?} is not a lowercase ASCII name",
+                        s.suffix
+                    ))
+                }
+            }
+            if s.reason.trim().is_empty() {
+                return invalid(format!("deny suffix {:?} has no reason", s.suffix));
+            }
+            public_deny_suffixes.push(DeniedSuffix {
+                suffix: s.suffix,
+                reason: s.reason,
+            });
+        }
+        let mut deny = Vec::new();
+        for r in file.deny {
+            if r.range != r.range.trunc() {
+                return invalid(format!(
+                    "deny range {} has host bits set (write {})",
+                    r.range,
+                    r.range.trunc()
+                ));
+            }
+            if r.reason.trim().is_empty() {
+                return invalid(format!("deny range {} has no reason", r.range));
+            }
+            deny.push(DeniedRange {
+                range: r.range,
+                reason: r.reason,
+            });
+        }
+        for (range, reason) in FLOOR {
+            deny.push(DeniedRange {
+                range: range.parse().expect("FLOOR ranges parse"),
+                reason: (*reason).to_string(),
+            });
+        }
+        let mut embedded = Vec::new();
+        for e in file.embedded_ipv4 {
+            if e.prefix != e.prefix.trunc() {
+                return invalid(format!("embedded prefix {} has host bits set", e.prefix));
+            }
+            if e.ipv4_offset > 96 || e.ipv4_offset < e.prefix.prefix_len() {
+                return invalid(format!(
+                    "embedded prefix {}: ipv4_offset {} must be within {}..=96",
+                    e.prefix,
+                    e.ipv4_offset,
+                    e.prefix.prefix_len()
+                ));
+            }
+            if e.reason.trim().is_empty() {
+                return invalid(format!("embedded prefix {} has no reason", e.prefix));
+            }
+            embedded.push(EmbeddedIpv4 {
+                prefix: e.prefix,
+                ipv4_offset: e.ipv4_offset,
+                reason: e.reason,
+            });
+        }
+        embedded.push(EmbeddedIpv4 {
+            prefix: FLOOR_EMBEDDED.0.parse().expect("FLOOR_EMBEDDED parses"),
+            ipv4_offset: FLOOR_EMBEDDED.1,
+            reason: FLOOR_EMBEDDED.2.to_string(),
+        });
+        if file.dns.max_names == 0 || file.dns.max_names > MAX_NAMES_CAP {
+            return invalid(format!(
+                "dns.max_names {} must be within 1..={MAX_NAMES_CAP}",
+                file.dns.max_names
+            ));
+        }
+        let b = file.budget;
+        if b.max_records == 0 {
+            return invalid("budget.max_records must be at least 1".into());
+        }
+        if b.job_seconds == 0 || b.connection_seconds == 0 {
+            return invalid("budget times must be at least one second".into());
+        }
+        Ok(EgressPolicy {
+            ports: file.ports,
+            ipv6_global_unicast_only: file.ipv6_global_unicast_only,
+            allow,
+            public_deny_suffixes,
+            deny,
+            embedded,
+            dns: DnsSettings {
+                max_names: file.dns.max_names,
+                ttl_seconds: file.dns.ttl_seconds,
+            },
+            budgets: Budgets {
+                max_records: b.max_records,
+                bytes_out: b.bytes_out,
+                bytes_in: b.bytes_in,
+                job_time: Duration::from_secs(b.job_seconds),
+                connection_time: Duration::from_secs(b.connection_seconds),
+            },
+        })
+    }
+
+    /// Whether the proxy serves this port.
+    pub fn port_allowed(&self, port: u16) -> bool {
+        self.ports.contains(&port)
+    }
+}
+
+// ---- names ---------------------------------------------------------------------------------
+
+/// The canonical form of a host name: lowercase ASCII, no trailing dot, labels of
+/// `[a-z0-9_-]`, 1–63 bytes each, 253 at most in all, and not an IP literal in any spelling
+/// (see [`looks_like_ip`]). `None` when `host` is not such a name.
+pub fn normalize_name(host: &str) -> Option<String> {
+    let h = host.strip_suffix('.').unwrap_or(host);
+    if h.is_empty() || h.len() > MAX_NAME_LEN {
+        return None;
+    }
+    for label in h.split('.') {
+        if label.is_empty() || label.len() > MAX_LABEL_LEN {
+            return None;
+        }
+        if !label
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        {
+            return None;
+        }
+    }
+    if looks_like_ip(h) {
+        return None;
+    }
+    Some(h.to_ascii_lowercase())
+}
+
+/// Whether `host` may be looked up and reached under `net`.
+///
+/// `deny`: never. `openvibe-only`: an allow entry or a subdomain of one. `public`: any name of
+/// two labels or more outside the denied suffixes. Never an IP literal, never non-ASCII.
+pub fn name_allowed(policy: &EgressPolicy, net: Net, host: &str) -> bool {
+    let Some(name) = normalize_name(host) else {
+        return false;
+    };
+    match net {
+        Net::Deny => false,
+        Net::OpenvibeOnly => policy.allow.iter().any(|a| within(&name, a)),
+        Net::Public => {
+            name.contains('.')
+                && !policy
+                    .public_deny_suffixes
+                    .iter()
+                    .any(|s| within(&name, &s.suffix))
+        }
+    }
+}
+
+/// `name` is `suffix` or ends with `.suffix` (both already canonical).
+fn within(name: &str, suffix: &str) -> bool {
+    name == suffix
+        || (name.len() > suffix.len()
+            && name.ends_with(suffix)
+            && name.as_bytes()[name.len() - suffix.len() - 1] == b'.')
+}
+
+/// Whether `host` is meant as an IP address, valid or not: anything with a `:` (IPv6, with or
+/// without brackets or zone), or whose last label (after one trailing dot) is all decimal
+/// digits or `0x` followed by hex digits — the rule WHATWG's URL parser uses to decide that a
+/// host is IPv4 ("ends in a number").
+pub fn looks_like_ip(host: &str) -> bool {
+    if host.contains(':') || host.starts_with('[') {
+        return true;
+    }
+    let h = host.strip_suffix('.').unwrap_or(host);
+    let last = h.rsplit('.').next().unwrap_or("");
+    if last.is_empty() {
+        return false;
+    }
+    if last.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    match last.strip_prefix("0x").or_else(|| last.strip_prefix("0X")) {
+        Some(hex) => hex.bytes().all(|b| b.is_ascii_hexdigit()),
+        None => false,
+    }
+}
+
+/// The address `host` names when read as an IP literal in any spelling an attacker might use,
+/// or `None` when it is not a valid one:
+/// - IPv6, bare or in brackets, with an optional zone id (`fe80::1%eth0`, `[fe80::1%25eth0]`),
+///   including the dotted tail (`::ffff:127.0.0.1`);
+/// - IPv4 as `inet_aton(3)` and WHATWG read it: one to four parts, each decimal, `0x` hex or
+///   `0`-prefixed octal, the last part filling the remaining bytes (`127.1` = 127.0.0.1,
+///   `2130706433`, `0x7f000001`, `0177.0.0.1`, `0x7f.1`), one trailing dot allowed.
+pub fn parse_ip_literal(host: &str) -> Option<IpAddr> {
+    if let Some(inner) = host.strip_prefix('[') {
+        let inner = inner.strip_suffix(']')?;
+        return parse_ipv6_with_zone(inner)
+            .map(IpAddr::V6)
+            .or_else(|| parse_ipv4_any(inner).map(IpAddr::V4));
+    }
+    if host.contains(':') {
+        return parse_ipv6_with_zone(host).map(IpAddr::V6);
+    }
+    parse_ipv4_any(host).map(IpAddr::V4)
+}
+
+fn parse_ipv6_with_zone(s: &str) -> Option<Ipv6Addr> {
+    let (addr, zone) = match s.split_once('%') {
+        Some((a, z)) => (a, Some(z)),
+        None => (s, None),
+    };
+    if let Some(z) = zone {
+        // "%25" is the URL-encoded "%" (RFC 6874); the zone itself must be non-empty.
+        let z = z.strip_prefix("25").filter(|r| !r.is_empty()).unwrap_or(z);
+        if z.is_empty() || !z.bytes().all(|b| b.is_ascii_graphic()) {
+            return None;
+        }
+    }
+    addr.parse::<Ipv6Addr>().ok()
+}
+
+fn parse_ipv4_any(s: &str) -> Option<Ipv4Addr> {
+    let s = s.strip_suffix('.').unwrap_or(s);
+    if s.is_empty() {
+        return None;
+    }
+    let parts: Vec<&str> = s.split('.').collect();
+    if parts.len() > 4 {
+        return None;
+    }
+    let mut numbers = Vec::with_capacity(parts.len());
+    for p in &parts {
+        numbers.push(parse_ipv4_number(p)?);
+    }
+    let (last, init) = numbers.split_last()?;
+    if init.iter().any(|&n| n > 255) {
+        return None;
+    }
+    let room = 8 * (5 - numbers.len() as u32);
+    if room < 64 && *last >= 1u64 << room {
+        return None;
+    }
+    let mut value: u64 = *last;
+    for (i, n) in init.iter().enumerate() {
+        value += n << (8 * (3 - i as u32));
+    }
+    Some(Ipv4Addr::from(u32::try_from(value).ok()?))
+}
+
+/// One part of a numeric IPv4 host: decimal, `0x` hex (possibly empty, = 0) or octal.
+fn parse_ipv4_number(p: &str) -> Option<u64> {
+    if p.is_empty() {
+        return None;
+    }
+    let (digits, radix) = if let Some(h) = p.strip_prefix("0x").or_else(|| p.strip_prefix("0X")) {
+        (h, 16)
+    } else if p.len() > 1 && p.starts_with('0') {
+        (&p[1..], 8)
+    } else {
+        (p, 10)
+    };
+    if digits.is_empty() {
+        return Some(0);
+    }
+    if !digits.bytes().all(|b| (b as char).is_digit(radix)) {
+        return None;
+    }
+    // Leading zeros cannot overflow; anything longer than 32 significant bits is invalid.
+    let trimmed = digits.trim_start_matches('0');
+    if trimmed.len() > 11 {
+        return None;
+    }
+    if trimmed.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(trimmed, radix).ok()
+}
+
+// ---- addresses -----------------------------------------------------------------------------
+
+/// Whether the proxy may connect to `ip`. `own` is the Link's own addresses with the prefix
+/// length of their networks (a bare address is a /32 or /128).
+pub fn address_allowed(policy: &EgressPolicy, ip: IpAddr, own: &[IpNet]) -> Result<(), DenyReason> {
+    if let Some(network) = own.iter().find(|n| n.contains(&ip)) {
+        return Err(DenyReason::OwnAddress { network: *network });
+    }
+    if let Some(r) = policy.deny.iter().find(|r| r.range.contains(&ip)) {
+        return Err(DenyReason::Range {
+            range: r.range,
+            reason: r.reason.clone(),
+        });
+    }
+    let IpAddr::V6(v6) = ip else {
+        return Ok(());
+    };
+    for e in &policy.embedded {
+        if let Some(v4) = e.extract(v6) {
+            return address_allowed(policy, IpAddr::V4(v4), own).map_err(|inner| {
+                DenyReason::Embedded {
+                    form: e.reason.clone(),
+                    ipv4: v4,
+                    inner: Box::new(inner),
+                }
+            });
+        }
+    }
+    if policy.ipv6_global_unicast_only && (v6.segments()[0] & 0xe000) != 0x2000 {
+        return Err(DenyReason::NotGlobalUnicast);
+    }
+    Ok(())
+}
+
+/// The address to connect to for an allowed `ip`: IPv4-mapped IPv6 becomes the IPv4 address
+/// (so the proxy never relies on a dual-stack socket); everything else is unchanged.
+pub fn connect_form(ip: IpAddr) -> IpAddr {
+    ip.to_canonical()
+}
+
+#[cfg(test)]
+mod tests;
