@@ -7,7 +7,6 @@
 const Module = require('module');
 const fs = require('fs');
 const vm = require('vm');
-const v8 = require('v8');
 
 // What the guards below use, taken now: a tool that later patches fs.readFileSync,
 // String.prototype.startsWith or Function.prototype.call changes nothing for them.
@@ -103,10 +102,18 @@ function allowedUrl(url) {
   if (startsWith(url, 'node:')) return true;
   return startsWith(url, SKILL_URL) && hasExtension(url, MODULE_EXTENSIONS);
 }
+// 5. V8 flags set at run time could loosen the checks above for code compiled later.
+//    The v8 module is large: it is locked when a tool first asks for it.
+let v8Locked = false;
+function lockV8() {
+  v8Locked = true;
+  lock(require('v8'), 'setFlagsFromString', denied('v8.setFlagsFromString'));
+}
 if (typeof Module.registerHooks === 'function') Module.registerHooks({
   resolve(specifier, context, next) {
     const r = next(specifier, context);
     if (!allowedUrl(r.url)) denied('importing anything but node: builtins and /skill files')();
+    if (!v8Locked && r.url === 'node:v8') lockV8();
     return r;
   },
   load(url, context, next) {
@@ -114,6 +121,15 @@ if (typeof Module.registerHooks === 'function') Module.registerHooks({
     return next(url, context);
   },
 });
+else lockV8();
+// process.getBuiltinModule reaches builtins without the hooks above.
+if (typeof process.getBuiltinModule === 'function') {
+  const getBuiltinModule = process.getBuiltinModule;
+  lock(process, 'getBuiltinModule', function guardedGetBuiltinModule(id) {
+    if (!v8Locked && (id === 'v8' || id === 'node:v8')) lockV8();
+    return apply(getBuiltinModule, process, [id]);
+  });
+}
 lock(Module, 'registerHooks', denied('module.registerHooks'));
 lock(Module, 'register', denied('module.register'));
 
@@ -131,5 +147,3 @@ Object.defineProperty(globalThis, 'WebAssembly', {
   enumerable: false,
 });
 
-// 5. V8 flags set at run time could loosen the checks above for code compiled later.
-lock(v8, 'setFlagsFromString', denied('v8.setFlagsFromString'));
