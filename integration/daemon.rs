@@ -670,7 +670,20 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
 fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
     require_host();
     let _h = exclusive();
-    let mut d = Daemon::start("[runner]\nmax_jobs = 2\nqueue_len = 4\n");
+    // The load, 1,000 jobs at 8 in flight (about two minutes here):
+    // OVSR_LOAD_JOBS=1000 OVSR_LOAD_IN_FLIGHT=8 cargo test --release --test integration fifty
+    let env_num = |name: &str, default: usize| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse::<usize>().ok())
+            .unwrap_or(default)
+    };
+    let total = env_num("OVSR_LOAD_JOBS", 50);
+    let in_flight = env_num("OVSR_LOAD_IN_FLIGHT", 4).max(1);
+    let mut d = Daemon::start(&format!(
+        "[runner]\nmax_jobs = 2\nqueue_len = {}\n",
+        in_flight.max(4)
+    ));
     let kinds: [(&str, &str, u64, &str, Option<&str>); 5] = [
         ("ok", ONE, 5000, "ok", None),
         ("throws", THROWS, 5000, "error", Some("exit")),
@@ -685,7 +698,7 @@ fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
         ("bad", ONE, 40000, "rejected", Some("limits_above_cap")),
     ];
     let mut jobs = Vec::new();
-    for i in 0..50 {
+    for i in 0..total {
         let (name, code, wall, status, reason) = kinds[i % kinds.len()];
         let id = format!("dtest-load-{i}-{name}");
         let mut j = job(&id, code, wall);
@@ -703,7 +716,7 @@ fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
     }
     let sock = d.socket();
     let results: Vec<(String, Value)> = d.rt.block_on(async {
-        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(4));
+        let sem = std::sync::Arc::new(tokio::sync::Semaphore::new(in_flight));
         let mut set = tokio::task::JoinSet::new();
         for (id, j, _, _) in &jobs {
             let permit = sem.clone().acquire_owned().await.expect("permit");
@@ -725,7 +738,7 @@ fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
         }
         out
     });
-    assert_eq!(results.len(), 50);
+    assert_eq!(results.len(), total);
     let by_id: std::collections::HashMap<_, _> = results.into_iter().collect();
     for (id, j, status, reason) in &jobs {
         let r = &by_id[id];
@@ -759,7 +772,7 @@ fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
     );
     assert_eq!(
         census.iter().map(|(_, _, n)| n).sum::<u64>(),
-        50,
+        total as u64,
         "{census:?}"
     );
     d.assert_no_job_dirs();
