@@ -682,3 +682,36 @@ fn native_probe_other_abis_are_killed() {
     state.assert_clean();
     assert_host_clean("itest-probe");
 }
+
+/// Two jobs at once: one binds an abstract unix socket, the other sends to that name.
+/// Each job has its own network namespace (abstract names live there) and landlock
+/// scoping behind it, so nothing arrives; the control shows the listener reaches itself.
+#[test]
+fn native_probe_two_jobs_share_no_abstract_socket() {
+    require_host();
+    let _host = exclusive();
+    let (_dir, exe) = compile_probe();
+    let state = State::new();
+    let engine = std::sync::Arc::new(probe_engine(&state, &exe));
+    let name = format!("ovsr-cross-{}", std::process::id());
+    let listener = {
+        let engine = engine.clone();
+        let input = format!("listen {name}");
+        std::thread::spawn(move || run_probe(&engine, "probe-cross-listen", &input))
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sender = run_probe(&engine, "probe-cross-send", &format!("send {name}"));
+    let listener = listener.join().expect("listener thread");
+    assert_eq!(sender["status"], "ok", "{sender}");
+    assert_eq!(listener["status"], "ok", "{listener}");
+    let (l, s) = (&listener["output"], &sender["output"]);
+    assert_eq!(l["bind_errno"], 0, "the listener binds its name: {l}");
+    assert_eq!(
+        l["self_received"], 4,
+        "control: a job reaches its own name: {l}"
+    );
+    assert_eq!(s["sent"], 0, "the other job cannot reach it: {s}");
+    assert_eq!(s["errno"], i64::from(ECONNREFUSED), "{s}");
+    assert_eq!(l["received"], -1, "nothing arrived from the other job: {l}");
+    assert_host_clean("probe-cross");
+}

@@ -52,6 +52,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/un.h>
+#include <time.h>
 #include <sys/utsname.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -757,6 +758,64 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
     emit("}}");
 }
 
+/* Cross-job channels: an abstract unix datagram socket bound in one job, a sender in
+ * another. Both bounded (at most 3 s of waiting). */
+static int abstract_addr(const char *name, struct sockaddr_un *a, socklen_t *len) {
+    memset(a, 0, sizeof *a);
+    a->sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n + 1 > sizeof a->sun_path)
+        return -1;
+    memcpy(a->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
+    *len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+    return 0;
+}
+
+static int listen_mode(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen;
+    if (abstract_addr(name, &a, &alen) != 0)
+        return 3;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int bind_errno = 0, self_errno = 0;
+    long self_received = -1, received = -1;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) != 0)
+        bind_errno = errno;
+    struct timeval tv = {.tv_sec = 3, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    /* Control: the job reaches its own name, so a refusal from elsewhere is isolation. */
+    int s2 = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s2 < 0 || sendto(s2, "self", 4, 0, (struct sockaddr *)&a, alen) != 4)
+        self_errno = errno;
+    char buf[64];
+    self_received = recv(fd, buf, sizeof buf, 0);
+    /* Then wait for another job's message: none may arrive. */
+    received = recv(fd, buf, sizeof buf, 0);
+    int recv_errno = received < 0 ? errno : 0;
+    printf("{\"bind_errno\":%d,\"self_errno\":%d,\"self_received\":%ld,\"received\":%ld,\"recv_errno\":%d}",
+           bind_errno, self_errno, self_received, received, recv_errno);
+    return 0;
+}
+
+static int send_mode(const char *name) {
+    struct sockaddr_un a;
+    socklen_t alen;
+    if (abstract_addr(name, &a, &alen) != 0)
+        return 3;
+    int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int last_errno = 0, sent = 0;
+    for (int i = 0; i < 20 && !sent; i++) {
+        if (sendto(fd, "cross", 5, 0, (struct sockaddr *)&a, alen) == 5)
+            sent = 1;
+        else
+            last_errno = errno;
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    printf("{\"sent\":%d,\"errno\":%d}", sent, last_errno);
+    return 0;
+}
+
 int main(void) {
     static char in[4096];
     size_t len = 0;
@@ -793,6 +852,10 @@ int main(void) {
         printf("{\"x32_survived\":%ld}", ret);
         return 0;
     }
+    if (strcmp(mode, "listen") == 0 && nw == 2)
+        return listen_mode(words[1]);
+    if (strcmp(mode, "send") == 0 && nw == 2)
+        return send_mode(words[1]);
     if (strcmp(mode, "main") == 0 && nw == 5) {
         main_mode(words[1], words[2], strtol(words[3], NULL, 10), strtol(words[4], NULL, 10));
         if (overflow) {
