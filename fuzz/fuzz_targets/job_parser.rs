@@ -1,0 +1,90 @@
+//! Untrusted bytes as a submitted job, through both doors: the way the engine and the daemon
+//! read one (JSON text to a `Value`, then `parse_job_value`) and `parse_job` (text straight
+//! to the typed job). Neither may panic; whatever either accepts must hold every rule of
+//! SPEC.md "Job" and "Inputs"; what `parse_job` accepts the other door accepts with the same
+//! fields; and the id and `net` a rejection would echo (`job_id_of`, `net_of`) are the job's.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use openvibe_skill_runner::job::{
+    job_id_of, net_of, parse_job, parse_job_value, valid_job_id, Bounds, Job, Rejection, ValidJob,
+};
+use openvibe_skill_runner_fuzz::{check_outcome, STRICT_DUPLICATES, STRICT_SHAPES};
+use serde_json::Value;
+
+fn assert_same(a: &ValidJob, b: &ValidJob, input_too: bool) {
+    assert_eq!(a.job_id, b.job_id);
+    assert_eq!((&a.subject, &a.project), (&b.subject, &b.project));
+    assert_eq!(a.tool, b.tool);
+    assert_eq!(a.entry, b.entry);
+    if input_too {
+        assert_eq!(a.input_json, b.input_json);
+    }
+    assert_eq!(a.net, b.net);
+    assert_eq!(
+        (a.wall_ms, a.mem_bytes, a.ttl_ms),
+        (b.wall_ms, b.mem_bytes, b.ttl_ms)
+    );
+    assert_eq!(a.inputs.len(), b.inputs.len());
+    for (x, y) in a.inputs.iter().zip(&b.inputs) {
+        assert_eq!(x.name, y.name);
+        assert_eq!(x.sha256, y.sha256);
+        assert_eq!(x.content, y.content);
+        assert_eq!(x.media_id, y.media_id);
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    let bounds = Bounds::default();
+
+    // The engine's and the daemon's door.
+    let mut via_value: Option<Result<ValidJob, Rejection>> = None;
+    if let Ok(raw) = serde_json::from_slice::<Value>(data) {
+        let id = job_id_of(&raw);
+        assert!(id.is_empty() || valid_job_id(&id), "job_id_of gave {id:?}");
+        let net = net_of(&raw);
+        let plain = raw.is_object()
+            && raw.get("net").is_none_or(Value::is_string)
+            && raw.get("job_id").is_some_and(Value::is_string);
+        let outcome = parse_job_value(raw, &bounds);
+        if check_outcome(&outcome, &bounds) {
+            let job = outcome.as_ref().expect("accepted");
+            if plain || STRICT_SHAPES {
+                assert_eq!(id, job.job_id, "job_id_of disagrees with the parser");
+                assert_eq!(net, job.net, "net_of disagrees with the parser");
+            }
+        }
+        via_value = Some(outcome);
+    }
+
+    // `parse_job`, text straight to the typed job.
+    let direct = parse_job(data, &bounds);
+    let accepted = check_outcome(&direct, &bounds);
+    match (&direct, &via_value) {
+        (Ok(a), Some(Ok(b))) => assert_same(a, b, true),
+        (Ok(_), other) => panic!("parse_job accepted what the engine's door does not: {other:?}"),
+        // A key given twice: the typed door refuses it, a `Value` keeps the last one.
+        (Err(r), Some(Ok(_))) if STRICT_DUPLICATES => {
+            panic!("the engine's door accepted what parse_job refuses: {r:?}")
+        }
+        _ => {}
+    }
+    if !accepted {
+        return;
+    }
+    let first = direct.expect("accepted");
+
+    // Written back out and read again, the job is the same. The input size is left
+    // unbounded here: a float may print a digit longer the second time.
+    let job: Job = serde_json::from_slice(data).expect("an accepted job deserializes");
+    let value = serde_json::to_value(&job).expect("a job serializes");
+    let any_size = Bounds {
+        max_input_json_bytes: usize::MAX,
+    };
+    let again = parse_job_value(value, &any_size);
+    assert!(
+        check_outcome(&again, &any_size),
+        "re-parse rejected: {again:?}"
+    );
+    assert_same(&first, &again.expect("accepted"), false);
+});
