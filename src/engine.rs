@@ -186,7 +186,7 @@ impl Engine {
         };
         let id = job::job_id_of(&raw);
         let net = job::net_of(&raw);
-        match job::parse_job_value(raw, &self.bounds) {
+        match job::parse_job(text, &self.bounds) {
             Ok(j) => self.run(j, cancel).await,
             Err(r) => JobResult::rejected(&id, &r, net, self.node()),
         }

@@ -189,14 +189,53 @@ pub fn job_id_of(raw: &Value) -> String {
 }
 
 /// Parse and validate one job from its JSON text.
+/// Parse and validate one job from its JSON text: the path every submitted job takes.
+/// The typed parse of the text refuses duplicate keys (which a JSON value would keep
+/// silently, last one winning) at every level of the job.
 pub fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    let raw: Value =
+        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
+    check_shapes(&raw)?;
     let job: Job =
         serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
     validate(job, bounds)
 }
 
-/// Parse a job from an already parsed JSON value.
+/// serde would read a struct from an array of its fields and an enum from a one-key
+/// object: the job's objects must be objects, and `net` a string.
+fn check_shapes(raw: &Value) -> Result<(), Rejection> {
+    let obj = raw
+        .as_object()
+        .ok_or_else(|| Rejection::invalid("the job must be a JSON object"))?;
+    let object_or_absent = |key: &str| match obj.get(key) {
+        None | Some(Value::Object(_)) => Ok(()),
+        Some(_) => Err(Rejection::invalid(format!("{key} must be a JSON object"))),
+    };
+    object_or_absent("args")?;
+    object_or_absent("limits")?;
+    match obj.get("net") {
+        None | Some(Value::String(_)) => {}
+        Some(_) => {
+            return Err(Rejection::invalid(
+                "net must be one of the strings deny, openvibe-only, public",
+            ))
+        }
+    }
+    match obj.get("inputs") {
+        None => {}
+        Some(Value::Array(items)) if items.iter().all(Value::is_object) => {}
+        Some(Value::Array(_)) => {
+            return Err(Rejection::invalid("every input must be a JSON object"))
+        }
+        Some(_) => return Err(Rejection::invalid("inputs must be a JSON array")),
+    }
+    Ok(())
+}
+
+/// Parse a job from an already parsed JSON value. A value cannot tell duplicate keys
+/// apart any more: jobs that arrive as text go through [`parse_job`].
 pub fn parse_job_value(raw: Value, bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    check_shapes(&raw)?;
     let job: Job =
         serde_json::from_value(raw).map_err(|e| Rejection::invalid(serde_message(&e)))?;
     validate(job, bounds)
@@ -208,7 +247,15 @@ fn serde_message(e: &serde_json::Error) -> String {
     let text: String = e
         .to_string()
         .chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        // Control and invisible or direction-changing characters (all non-ASCII here)
+        // become '?': a message never spoofs text in a terminal or a log.
+        .map(|c| {
+            if c.is_ascii() && !c.is_ascii_control() {
+                c
+            } else {
+                '?'
+            }
+        })
         .take(300)
         .collect();
     format!("the job is not valid: {text}")

@@ -165,7 +165,7 @@ impl Name {
             }
             match part {
                 Part::Word(w) => {
-                    s.push_str(&["a", "lib", "x_1", "B-2", "v1.0", "é"][*w as usize % 6])
+                    s.push_str(["a", "lib", "x_1", "B-2", "v1.0", "é"][*w as usize % 6])
                 }
                 Part::Dot => s.push('.'),
                 Part::DotDot => s.push_str(".."),

@@ -19,14 +19,14 @@ use std::collections::HashSet;
 /// null}`), and the parser accepts both today (reported with a reproducer in the fuzzing
 /// hand-off). While this is `false` the targets check every invariant on such jobs but do
 /// not ask the parser to refuse them; set it to `true` once it does.
-pub const STRICT_SHAPES: bool = false;
+pub const STRICT_SHAPES: bool = true;
 
 /// A key given twice (`"net": "deny", …, "net": "public"`): `parse_job` refuses it, but the
 /// engine and the daemon read the text into a `Value` first, which keeps the last one, so the
 /// job runs with a `net` (or `job_id`, or entry) that a reader taking the first would not
 /// see. Reported in the fuzzing hand-off; set this to `true` once the engine's door refuses
 /// duplicate keys too.
-pub const STRICT_DUPLICATES: bool = false;
+pub const STRICT_DUPLICATES: bool = true;
 
 /// A rejection's message goes back to the dispatcher: bounded, and never a raw control
 /// character (no terminal escape, no forged log line).

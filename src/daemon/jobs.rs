@@ -332,7 +332,7 @@ impl Jobs {
         let net = job::net_of(&raw);
         if id.is_empty() {
             // Nothing to journal it under: the rejection is the answer, and nothing else.
-            let r = match job::parse_job_value(raw, &self.bounds) {
+            let r = match job::parse_job(body, &self.bounds) {
                 Err(rej) => JobResult::rejected("", &rej, net, self.node()),
                 Ok(_) => self.rejected_now("", "invalid_job", "job_id is missing".into(), net),
             };
@@ -406,7 +406,7 @@ impl Jobs {
                 net,
             ))
         } else {
-            match job::parse_job_value(raw, &self.bounds) {
+            match job::parse_job(body, &self.bounds) {
                 Err(rej) => Err(JobResult::rejected(&id, &rej, net, self.node())),
                 Ok(v) => {
                     let l = self.live();

@@ -1037,3 +1037,71 @@ fn rejection_messages_do_not_echo_long_attacker_text() {
     let r = invalid(with("/args", "tool", json!(long)));
     assert!(r.message.len() < 300, "{} bytes", r.message.len());
 }
+
+// ---- shapes and duplicates (found by fuzzing) -------------------------------------
+
+fn parse_text(text: &str) -> Result<ValidJob, Rejection> {
+    parse_job(text.as_bytes(), &Bounds::default())
+}
+
+#[test]
+fn duplicate_keys_are_refused_at_every_level() {
+    let good = serde_json::to_string(&good_job()).expect("json");
+    assert!(parse_text(&good).is_ok());
+    let body = good.trim_end_matches('}');
+    for extra in [
+        r#","net":"deny","net":"public""#,
+        r#","job_id":"other""#,
+        r#","args":{"tool":"t","entry":"a.js","input":1}"#,
+    ] {
+        let text = format!("{body}{extra}}}");
+        let r = parse_text(&text).expect_err(extra);
+        assert_eq!(r.reason, "invalid_job");
+        assert!(r.message.contains("duplicate"), "{extra}: {}", r.message);
+    }
+    let mut j = good_job();
+    j["limits"] = json!({"wall_ms": 1000});
+    let text = serde_json::to_string(&j)
+        .expect("json")
+        .replace(r#""wall_ms":1000"#, r#""wall_ms":1000,"wall_ms":30000"#);
+    assert!(parse_text(&text).is_err(), "duplicate inside limits");
+}
+
+#[test]
+fn objects_must_be_objects_and_net_a_string() {
+    let z = "0".repeat(64);
+    let arrays = format!(
+        r#"{{"job_id":"j","class":"function","artifact":"openvibe-skill-runner@1.0.0","args":["t","a.js",null],"inputs":[["a.js",null,"{z}",null]],"limits":[1000,16777216]}}"#
+    );
+    assert_eq!(
+        parse_text(&arrays).expect_err("arrays").reason,
+        "invalid_job"
+    );
+    for (key, value) in [
+        ("net", json!({"deny": null})),
+        ("net", json!({"public": null})),
+        ("limits", json!([1000, 16777216])),
+        ("args", json!(["t", "a.js", null])),
+        ("inputs", json!({"name": "a.js"})),
+    ] {
+        let mut j = good_job();
+        j[key] = value.clone();
+        let text = serde_json::to_string(&j).expect("json");
+        let r = parse_text(&text).expect_err(key);
+        assert_eq!(r.reason, "invalid_job", "{key}: {value}");
+        assert!(
+            parse_job_value(j, &Bounds::default()).is_err(),
+            "{key}: {value}"
+        );
+    }
+    assert!(parse_text("[]").is_err());
+}
+
+#[test]
+fn rejection_messages_carry_no_invisible_characters() {
+    let mut j = good_job();
+    j["\u{202e}evil\u{200b}"] = json!(1);
+    let r = parse_text(&serde_json::to_string(&j).expect("json")).expect_err("unknown");
+    assert!(r.message.is_ascii(), "{}", r.message);
+    assert!(!r.message.chars().any(|c| c.is_control()));
+}
