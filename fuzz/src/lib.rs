@@ -13,20 +13,11 @@ use openvibe_skill_runner::job::{
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
-/// SPEC.md's job is JSON objects and `net` a string. serde also reads a struct from an array
-/// of its fields in order (`"args": ["t", "a.js", null]`, `"inputs": [["a.js", null, "<sha>",
-/// "<b64>"]]`, even the whole job) and an enum from a one-key object (`"net": {"public":
-/// null}`), and the parser accepts both today (reported with a reproducer in the fuzzing
-/// hand-off). While this is `false` the targets check every invariant on such jobs but do
-/// not ask the parser to refuse them; set it to `true` once it does.
+/// SPEC.md's job is JSON objects and `net` a string. serde would also read a struct from an
+/// array of its fields and an enum from a one-key object; the parser refuses both, and the
+/// targets ask it to. (Duplicate keys: every door parses the job's text with `parse_job`,
+/// which refuses them; `job_parser` checks that.)
 pub const STRICT_SHAPES: bool = true;
-
-/// A key given twice (`"net": "deny", …, "net": "public"`): `parse_job` refuses it, but the
-/// engine and the daemon read the text into a `Value` first, which keeps the last one, so the
-/// job runs with a `net` (or `job_id`, or entry) that a reader taking the first would not
-/// see. Reported in the fuzzing hand-off; set this to `true` once the engine's door refuses
-/// duplicate keys too.
-pub const STRICT_DUPLICATES: bool = true;
 
 /// A rejection's message goes back to the dispatcher: bounded, and never a raw control
 /// character (no terminal escape, no forged log line).
