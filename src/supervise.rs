@@ -175,8 +175,8 @@ pub async fn run(
     if killed.is_none() {
         wall_taken = wall_taken.min(started.elapsed());
     }
-    kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
     writer.abort();
+    kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
 
     let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, out_task)
         .await
