@@ -3,6 +3,7 @@
 pub mod cgroup;
 pub mod init;
 pub mod landlock;
+pub mod netns;
 pub mod seccomp;
 
 use std::path::Path;
