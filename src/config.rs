@@ -38,7 +38,7 @@ pub struct RunnerConfig {
     /// Run Node 20 (end of life, `--experimental-permission` only). Off unless set.
     #[serde(default)]
     pub allow_node20: bool,
-    /// Where `seccomp.json` (and later `egress.toml`) live; empty means the installed ones.
+    /// Where `seccomp.json` and `egress.toml` live; empty means the installed ones.
     #[serde(default)]
     pub policies_dir: Option<PathBuf>,
     /// The cgroup under which job cgroups are made; empty means detect (see sandbox::cgroup).
@@ -68,6 +68,10 @@ pub struct RunnerConfig {
     /// Jobs waiting behind the running ones; 0 means twice `max_jobs`, at least 16.
     #[serde(default)]
     pub queue_len: usize,
+    /// The DNS servers the egress proxy asks for the names jobs may reach ("IP" or
+    /// "IP:port"); empty means the host's `/etc/resolv.conf`.
+    #[serde(default)]
+    pub dns_servers: Vec<String>,
     /// The Media service (`GET <media_url>/<media_id>`); unset means no fetch.
     #[serde(default)]
     pub media_url: Option<String>,
@@ -173,6 +177,7 @@ impl Default for RunnerConfig {
             pretend_missing: Vec::new(),
             max_jobs: 0,
             queue_len: 0,
+            dns_servers: Vec::new(),
             media_url: None,
             media_timeout_ms: default_media_timeout_ms(),
         }

@@ -4,6 +4,8 @@
 //! clean up. Every path out of `run` removes what the job made on the host.
 
 use crate::config::Config;
+use crate::egress::policy::EgressPolicy;
+use crate::egress::proxy::{Egress, JobEgress};
 use crate::inputs::{self, Cache, InputError};
 use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
 use crate::plan::{self, JobPaths};
@@ -23,6 +25,7 @@ pub struct Engine {
     pub config: Config,
     pub runtime: Runtime,
     filters: HashMap<Net, CompiledFilters>,
+    egress: Egress,
     cgroups: CgroupHost,
     cache: Cache,
     media: Option<crate::media::Media>,
@@ -101,6 +104,15 @@ impl Engine {
                 .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
             filters.insert(net, f);
         }
+        let egress_path = policies_dir(&config).join("egress.toml");
+        let egress_policy = EgressPolicy::load(&egress_path).map_err(layer)?;
+        for server in &config.runner.dns_servers {
+            crate::egress::proxy::parse_dns_server(server).map_err(layer)?;
+        }
+        let egress = Egress::new(egress_policy, &config.runner.dns_servers);
+        if let Some(problem) = egress.problem() {
+            tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
+        }
         if config.runner.pretend_missing.iter().any(|l| l == "cgroups") {
             return Err(layer(
                 "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited",
@@ -128,6 +140,7 @@ impl Engine {
             config,
             runtime,
             filters,
+            egress,
             cgroups,
             jobs_dir,
             preload,
@@ -165,6 +178,10 @@ impl Engine {
         &self.jobs_dir
     }
 
+    pub fn egress(&self) -> &Egress {
+        &self.egress
+    }
+
     fn node(&self) -> Option<&str> {
         Some(self.runtime.version.as_str())
     }
@@ -194,19 +211,6 @@ impl Engine {
 
     /// Runs one valid job to its terminal result.
     pub async fn run(&self, job: ValidJob, cancel: &CancellationToken) -> JobResult {
-        if job.net != Net::Deny {
-            return JobResult::not_run(
-                &job.job_id,
-                Status::Rejected,
-                "net_unsupported",
-                format!(
-                    "net {:?} needs the runner's egress proxy, which this version does not have; only \"deny\" runs",
-                    job.net.as_str()
-                ),
-                job.net,
-                self.node(),
-            );
-        }
         if let Some(media) = &self.media {
             if let Err(e) = media.fetch_missing(&job, &self.cache).await {
                 return self.input_failure(&job, e);
@@ -267,22 +271,44 @@ impl Engine {
             filters.clone(),
             cgroup.self_join_files(),
             uid,
+            &self.egress.policy().ports,
             &|p: &Path| p.exists(),
         );
         plan.fault = self.config.runner.fault_inject.clone();
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
-            Err(e) => return self.internal(job, format!("cannot encode the plan: {e}")),
+            Err(e) => {
+                let _ = cgroup.remove();
+                return self.internal(job, format!("cannot encode the plan: {e}"));
+            }
+        };
+        // A job with egress gets the namespace the runner serves; it is made last, right
+        // before the tool starts, so the egress clock starts with the job.
+        let egress: Option<JobEgress> = if job.net == Net::Deny {
+            None
+        } else {
+            match self.egress.start(&job.job_id, job.net).await {
+                Ok(e) => Some(e),
+                Err(e) => {
+                    let _ = cgroup.remove();
+                    return self.internal(job, format!("cannot start the job's egress: {e}"));
+                }
+            }
         };
         let outcome = supervise::run(
             &self.self_exe,
             plan_bytes,
             job.input_json.clone(),
             &cgroup,
+            egress.as_ref().map(|e| &e.netns),
             Duration::from_millis(job.wall_ms),
             cancel,
         )
         .await;
+        let records = match egress {
+            Some(e) => e.finish().await,
+            None => Vec::new(),
+        };
         let removed = cgroup.remove();
         let outcome = match outcome {
             Ok(o) => o,
@@ -306,7 +332,7 @@ impl Engine {
             cpu_ms: outcome.stats.cpu_ns / 1_000_000,
             mem_peak_bytes: outcome.stats.mem_peak_bytes,
             net: job.net.as_str().to_string(),
-            egress: Vec::new(),
+            egress: records,
             runner: job::RUNNER.to_string(),
             node: self.node().map(str::to_string),
         }

@@ -18,6 +18,15 @@ pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/r
 pub const PRELOAD: &str = "/runtime/harden.cjs";
 /// The loader's cache: without it the loader still finds the libraries, only slower.
 pub const LD_CACHE: &str = "/etc/ld.so.cache";
+/// The job's resolver inside its namespace: any address reaches the runner's DNS responder
+/// (every destination is local there), but the answer to a query comes from the address the
+/// kernel picks for the reply, 127.0.0.1, and glibc's resolver accepts only an answer from
+/// the address it asked.
+pub const RESOLV_CONF: &str = "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n";
+/// The job's hosts file: only its own loopback names.
+pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n";
+/// The TCP port of the DNS responder (DNS over TCP, for long answers).
+pub const DNS_PORT: u16 = 53;
 /// Room in the job's root tmpfs besides the skill's files and the preload: mount points.
 pub const ROOT_TMPFS_SLACK: u64 = 1024 * 1024;
 /// Bytes of the tool's memory reserved for Node itself outside the V8 heap.
@@ -89,6 +98,12 @@ pub struct Plan {
     pub skill_files: Vec<PlanFile>,
     /// The runner's hardening preload, written at `/runtime/harden.cjs`.
     pub preload: PlanFile,
+    /// Files written under `/etc`: the runner's `resolv.conf` and `hosts` for a job with
+    /// egress; none for `deny`.
+    pub etc_files: Vec<PlanFile>,
+    /// Join the network namespace the runner made and serves (egress: passed as
+    /// `sandbox::init::NETNS_FD`) instead of a new, empty one (`deny`).
+    pub join_netns: bool,
     pub mounts: Vec<MountStep>,
     pub hostname: String,
     pub uid: u32,
@@ -135,7 +150,8 @@ pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
     ]
 }
 
-/// The pure transformation. `uid` is chosen by the caller (a fresh one per job).
+/// The pure transformation. `uid` is chosen by the caller (a fresh one per job);
+/// `egress_ports` are the ports the egress policy serves (used when `net` is not `deny`).
 #[allow(clippy::too_many_arguments)]
 pub fn build(
     job: &ValidJob,
@@ -146,6 +162,7 @@ pub fn build(
     seccomp: CompiledFilters,
     cgroup_join: Vec<PathBuf>,
     uid: u32,
+    egress_ports: &[u16],
     existing: &dyn Fn(&Path) -> bool,
 ) -> Plan {
     let mut mounts = Vec::new();
@@ -191,6 +208,31 @@ pub fn build(
         write_files.push("/dev/null".into());
     }
     read_files.push(PRELOAD.into());
+    let egress = job.net != Net::Deny;
+    let (etc_files, connect_tcp) = if egress {
+        for name in ["resolv.conf", "hosts"] {
+            read_files.push(Path::new("/etc").join(name));
+        }
+        let mut ports: Vec<u16> = egress_ports.to_vec();
+        ports.push(DNS_PORT);
+        ports.sort_unstable();
+        ports.dedup();
+        (
+            vec![
+                PlanFile {
+                    name: "resolv.conf".into(),
+                    bytes: RESOLV_CONF.as_bytes().to_vec(),
+                },
+                PlanFile {
+                    name: "hosts".into(),
+                    bytes: HOSTS.as_bytes().to_vec(),
+                },
+            ],
+            ports,
+        )
+    } else {
+        (Vec::new(), Vec::new())
+    };
     mounts.push(MountStep::Proc {
         target: "/proc".into(),
     });
@@ -202,8 +244,9 @@ pub fn build(
             bytes: bytes.clone(),
         })
         .collect();
-    let payload: u64 =
-        files.iter().map(|(_, b)| b.len() as u64).sum::<u64>() + preload.len() as u64;
+    let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
+        + etc_files.iter().map(|f| f.bytes.len() as u64).sum::<u64>()
+        + preload.len() as u64;
     Plan {
         job_id: job.job_id.clone(),
         cgroup_join,
@@ -214,6 +257,8 @@ pub fn build(
             name: "harden.cjs".into(),
             bytes: preload.to_vec(),
         },
+        etc_files,
+        join_netns: egress,
         mounts,
         hostname: "skill".to_string(),
         uid,
@@ -227,7 +272,7 @@ pub fn build(
             read_dirs: vec![SKILL_DIR.into(), "/proc".into()],
             exec_files,
             write_files,
-            connect_tcp: Vec::new(),
+            connect_tcp,
         },
         seccomp,
         nofile: 256,
@@ -281,8 +326,12 @@ mod tests {
     }
 
     fn plan(major: u32, all_exist: bool) -> Plan {
+        plan_for(&job(134_217_728), major, all_exist)
+    }
+
+    fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
         build(
-            &job(134_217_728),
+            job,
             &rt(major),
             &paths(),
             &[("tools/t.js".to_string(), b"1".to_vec())],
@@ -290,6 +339,7 @@ mod tests {
             CompiledFilters::default(),
             vec!["/cg/memory/j1/tasks".into()],
             2_100_000_007,
+            &[443, 80],
             &|_| all_exist,
         )
     }
@@ -388,5 +438,41 @@ mod tests {
             assert!(heap_mib(mem) * MIB < mem);
         }
         assert_eq!(plan(24, true).uid, 2_100_000_007);
+    }
+
+    #[test]
+    fn deny_has_no_network_files_and_no_ports() {
+        let p = plan(24, true);
+        assert!(!p.join_netns);
+        assert!(p.etc_files.is_empty());
+        assert!(p.landlock.connect_tcp.is_empty());
+        assert!(!p
+            .landlock
+            .read_files
+            .contains(&PathBuf::from("/etc/resolv.conf")));
+    }
+
+    #[test]
+    fn egress_joins_the_runners_namespace_with_its_resolver() {
+        for net in [Net::OpenvibeOnly, Net::Public] {
+            let mut j = job(134_217_728);
+            j.net = net;
+            let p = plan_for(&j, 24, true);
+            assert!(p.join_netns);
+            assert_eq!(p.net, net);
+            assert_eq!(p.landlock.connect_tcp, vec![53, 80, 443]);
+            let names: Vec<&str> = p.etc_files.iter().map(|f| f.name.as_str()).collect();
+            assert_eq!(names, vec!["resolv.conf", "hosts"]);
+            let resolv = String::from_utf8_lossy(&p.etc_files[0].bytes).into_owned();
+            assert!(resolv.starts_with("nameserver 127.0.0.1\n"), "{resolv}");
+            assert!(!resolv.contains("search"), "no search domains: {resolv}");
+            for f in ["/etc/resolv.conf", "/etc/hosts"] {
+                assert!(p.landlock.read_files.contains(&PathBuf::from(f)));
+            }
+            assert_eq!(
+                p.root_bytes,
+                ROOT_TMPFS_SLACK + 1 + 12 + (RESOLV_CONF.len() + HOSTS.len()) as u64
+            );
+        }
     }
 }

@@ -3,7 +3,7 @@
 
 use crate::job::{Status, STDERR_KEEP, STDOUT_CAP};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
-use crate::sandbox::init::{Report, REPORT_FD};
+use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD};
 use serde_json::Value;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -76,17 +76,32 @@ async fn read_capped(
 
 /// Runs the init stage on `plan_bytes` (see `sandbox::init::encode_plan`), feeding
 /// `input` after it, in `cgroup`, and returns what happened. On return no process of the
-/// job is left: it ended, or it was killed through its cgroup.
+/// job is left: it ended, or it was killed through its cgroup. `netns`, for a job with
+/// egress, is the namespace the init stage joins (passed as `NETNS_FD`).
 pub async fn run(
     self_exe: &Path,
     plan_bytes: Vec<u8>,
     input: Vec<u8>,
     cgroup: &JobCgroup,
+    netns: Option<&OwnedFd>,
     wall: Duration,
     cancel: &CancellationToken,
 ) -> Result<Outcome, SuperviseError> {
     let (report_r, report_w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SuperviseError::Spawn(format!("report pipe: {e}")))?;
+    // Above every descriptor the child sets up, so that placing one never clobbers another.
+    let netns_high: Option<OwnedFd> = match netns {
+        Some(fd) => Some(
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
+                .map(|raw| {
+                    // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; we own it.
+                    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
+                })
+                .map_err(|e| SuperviseError::Spawn(format!("network namespace descriptor: {e}")))?,
+        ),
+        None => None,
+    };
+    let ns = netns_high.as_ref().map(|fd| fd.as_raw_fd());
     let w = report_w.as_raw_fd();
     let mut cmd = tokio::process::Command::new(self_exe);
     cmd.arg("sandbox-init")
@@ -106,6 +121,11 @@ pub async fn run(
             } else if libc::dup2(w, REPORT_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(ns) = ns {
+                if libc::dup2(ns, NETNS_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -114,6 +134,7 @@ pub async fn run(
         .spawn()
         .map_err(|e| SuperviseError::Spawn(format!("{}: {e}", self_exe.display())))?;
     drop(report_w);
+    drop(netns_high);
     // The init stage joins the job's cgroups itself, first thing after reading its plan
     // (see sandbox::init); the kill below goes through the cgroup and, before that join,
     // through the child itself.

@@ -9,9 +9,11 @@
 //! - [`sniff`]: the TLS server name or HTTP Host from a connection's first bytes.
 //! - [`decide`]: allow (to exactly which address) or refuse one accepted connection.
 //! - [`record`]: the result's `egress` list and the job's byte and time budgets.
+//! - [`proxy`]: the effects: one job's namespace served by the DNS responder and the proxy.
 
 pub mod decide;
 pub mod dns;
 pub mod policy;
+pub mod proxy;
 pub mod record;
 pub mod sniff;

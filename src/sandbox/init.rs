@@ -27,6 +27,8 @@ use std::path::{Path, PathBuf};
 
 /// The descriptor the parent reads reports from.
 pub const REPORT_FD: i32 = 3;
+/// The job's network namespace when the runner serves its egress (`Plan::join_netns`).
+pub const NETNS_FD: i32 = 4;
 /// The largest plan the init stage accepts (a plan is a few KiB; the seccomp programs
 /// are most of it).
 const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
@@ -88,6 +90,18 @@ pub fn main() -> ! {
         Ok(p) => p,
         Err(e) => fail("read plan", e),
     };
+    // A: a job with egress joins the namespace the runner made and serves (its listeners
+    // exist already, so the tool cannot race them); a `deny` job gets a new, empty one below.
+    if plan.join_netns {
+        if plan.fault.as_deref() == Some("netns") {
+            fail("join network namespace", "injected fault");
+        }
+        // SAFETY: NETNS_FD was set up by the parent for this process; it is only borrowed.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(NETNS_FD) };
+        if let Err(e) = nix::sched::setns(fd, CloneFlags::CLONE_NEWNET) {
+            fail("join network namespace", e);
+        }
+    }
     // A: nothing but 0-2 and the report descriptor crosses into the sandbox.
     // SAFETY: close_range on descriptors this process does not use; no memory involved.
     let rc = unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) };
@@ -109,14 +123,16 @@ pub fn main() -> ! {
     if let Err(e) = join_cgroups(&plan.cgroup_join) {
         fail("join cgroups", e);
     }
-    // 1. Namespaces: mount, pid (for children), net, ipc, uts, cgroup. We are already in
-    //    the job's cgroup, so the cgroup namespace is rooted there.
-    let flags = CloneFlags::CLONE_NEWNS
+    // 1. Namespaces: mount, pid (for children), net (unless joined above), ipc, uts, cgroup.
+    //    We are already in the job's cgroup, so the cgroup namespace is rooted there.
+    let mut flags = CloneFlags::CLONE_NEWNS
         | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWNET
         | CloneFlags::CLONE_NEWIPC
         | CloneFlags::CLONE_NEWUTS
         | CloneFlags::CLONE_NEWCGROUP;
+    if !plan.join_netns {
+        flags |= CloneFlags::CLONE_NEWNET;
+    }
     if plan.fault.as_deref() == Some("namespaces") {
         fail("unshare namespaces", "injected fault");
     }
@@ -258,6 +274,9 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     injected("mounts")?;
     write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
     write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
+    if !plan.etc_files.is_empty() {
+        write_files(&plan.root, "/etc", &plan.etc_files)?;
+    }
     for m in &plan.mounts {
         apply_mount(&plan.root, m)?;
     }

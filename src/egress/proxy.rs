@@ -1,0 +1,608 @@
+//! The effects of egress for one job: its network namespace with the runner's listeners, the
+//! DNS responder and the proxy, all served by the runner's own tasks (nothing of the runner
+//! runs inside the sandbox). The decisions are the pure modules' ([`super::dns`],
+//! [`super::sniff`], [`super::decide`], [`super::record`]); this module reads, resolves,
+//! connects and copies.
+//!
+//! One job's egress:
+//! 1. [`Egress::start`] creates the namespace (`sandbox::netns`: `lo` up, a local route for
+//!    every address, listeners on 80, 443 and 53 made before the tool starts, so there is no
+//!    readiness race) and spawns the tasks that serve it;
+//! 2. the init stage joins that namespace instead of making an empty one;
+//! 3. [`JobEgress::finish`], after the job's processes are gone, stops every task, closes every
+//!    socket (the namespace goes with its last reference) and returns the record.
+//!
+//! Decisions:
+//! - **The proxy resolves each allowed name itself, once per connection**, with the runner's
+//!   upstream DNS servers (`runner.dns_servers`, else the host's `/etc/resolv.conf`), A and
+//!   AAAA, never the hosts file, always as a fully qualified name (no search domains); every
+//!   address must pass the policy, and the connection goes to the first one: the address
+//!   checked is the address connected to.
+//! - **Every first request is read before anything is decided** (bounded: 16 KiB,
+//!   [`SNIFF_TIME`]): a connection on 443 that is not a TLS ClientHello, or on 80 that is not an
+//!   HTTP/1 request, is refused even to an IP literal under `public`.
+//! - **A refusal answers** (a 403 on 80, a TLS `access_denied` alert on 443) and closes, so the
+//!   tool fails at once with a clear error instead of hanging.
+//! - **Bounded per job**: [`MAX_CONNECTIONS`] proxied connections at once (more are refused and
+//!   recorded), [`MAX_DNS_QUERIES`] answered queries (more are dropped), and the policy's byte
+//!   and time budgets (`egress::record`).
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hickory_resolver::config::{
+    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
+};
+use hickory_resolver::net::runtime::TokioRuntimeProvider;
+use hickory_resolver::TokioResolver;
+use ipnet::IpNet;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::decide::{self, Attempt, Context, Decision, Target};
+use super::dns::{self, DnsEvent, NameTable, TcpFrame};
+use super::policy::EgressPolicy;
+use super::record::{Flow, Recorder};
+use super::sniff::{self, Sniff, MAX_HEAD};
+use crate::job::{EgressRecord, Net};
+use crate::sandbox::netns;
+
+/// Proxied connections one job may have open at once.
+pub const MAX_CONNECTIONS: usize = 64;
+/// DNS queries answered per job; later ones get no answer.
+pub const MAX_DNS_QUERIES: u64 = 4096;
+/// How long the tool has to send its ClientHello or request head.
+pub const SNIFF_TIME: Duration = Duration::from_secs(5);
+/// How long the runner waits for its upstream DNS servers.
+pub const RESOLVE_TIME: Duration = Duration::from_secs(5);
+/// How long connecting to the upstream may take.
+pub const CONNECT_TIME: Duration = Duration::from_secs(10);
+/// How long a DNS-over-TCP connection may stay idle.
+const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
+/// How long `finish` waits for the job's tasks to end once told to stop.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+const COPY_BUF: usize = 16 * 1024;
+
+/// Egress for the whole runner: the policy and the upstream resolver.
+pub struct Egress {
+    policy: Arc<EgressPolicy>,
+    resolver: Result<Arc<TokioResolver>, String>,
+}
+
+/// Why a job's egress could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("{0}")]
+    Resolver(String),
+    #[error(transparent)]
+    Namespace(#[from] netns::NetnsError),
+    #[error("cannot serve the job's network namespace: {0}")]
+    Serve(io::Error),
+}
+
+/// Parses one `runner.dns_servers` entry: `IP` or `IP:port` (`[v6]:port`).
+pub fn parse_dns_server(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    if let Ok(ip) = text.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, 53));
+    }
+    text.parse::<SocketAddr>().map_err(|_| {
+        format!("runner.dns_servers: {text:?} is not an IP address or IP:port (e.g. \"192.0.2.53\" or \"[2001:db8::53]:53\")")
+    })
+}
+
+fn build_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
+    let mut builder = if dns_servers.is_empty() {
+        TokioResolver::builder_tokio().map_err(|e| {
+            format!("the host's DNS configuration (/etc/resolv.conf) cannot be read: {e}; set runner.dns_servers")
+        })?
+    } else {
+        let mut servers = Vec::new();
+        for text in dns_servers {
+            let addr = parse_dns_server(text)?;
+            let mut udp = ConnectionConfig::udp();
+            udp.port = addr.port();
+            let mut tcp = ConnectionConfig::tcp();
+            tcp.port = addr.port();
+            servers.push(NameServerConfig::new(addr.ip(), true, vec![udp, tcp]));
+        }
+        TokioResolver::builder_with_config(
+            ResolverConfig::from_name_servers(servers),
+            TokioRuntimeProvider::default(),
+        )
+    };
+    let opts = builder.options_mut();
+    opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
+    opts.use_hosts_file = ResolveHosts::Never;
+    opts.timeout = Duration::from_secs(2);
+    opts.attempts = 2;
+    opts.ndots = 0;
+    builder
+        .build()
+        .map_err(|e| format!("cannot set up the upstream DNS resolver: {e}"))
+}
+
+impl Egress {
+    /// The resolver is built now; if it cannot be, jobs that need egress end `internal` with
+    /// the reason and `deny` jobs still run.
+    pub fn new(policy: EgressPolicy, dns_servers: &[String]) -> Egress {
+        Egress {
+            policy: Arc::new(policy),
+            resolver: build_resolver(dns_servers).map(Arc::new),
+        }
+    }
+
+    pub fn policy(&self) -> &EgressPolicy {
+        &self.policy
+    }
+
+    /// Whether egress jobs can run, and if not why.
+    pub fn problem(&self) -> Option<&str> {
+        self.resolver.as_ref().err().map(String::as_str)
+    }
+
+    /// Creates one job's network namespace and starts serving it. The clock of the job's
+    /// egress budgets starts now.
+    pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, StartError> {
+        let resolver = self.resolver.clone().map_err(StartError::Resolver)?;
+        // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
+        let ns = tokio::task::spawn_blocking(netns::create)
+            .await
+            .map_err(|e| StartError::Serve(io::Error::other(e.to_string())))??;
+        let recorder = Recorder::new(self.policy.budgets);
+        let stop = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let job = Arc::new(JobState {
+            job_id: job_id.to_string(),
+            net,
+            policy: self.policy.clone(),
+            own: own_networks(),
+            table: NameTable::new(self.policy.dns.max_names),
+            recorder: recorder.clone(),
+            resolver,
+            stop: stop.clone(),
+            tracker: tracker.clone(),
+            connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
+            dns_queries: AtomicU64::new(0),
+        });
+        let http = TcpListener::from_std(ns.http).map_err(StartError::Serve)?;
+        let https = TcpListener::from_std(ns.https).map_err(StartError::Serve)?;
+        let dns_udp = UdpSocket::from_std(ns.dns_udp).map_err(StartError::Serve)?;
+        let dns_tcp = TcpListener::from_std(ns.dns_tcp).map_err(StartError::Serve)?;
+        tracker.spawn(serve_proxy(job.clone(), http, 80));
+        tracker.spawn(serve_proxy(job.clone(), https, 443));
+        tracker.spawn(serve_dns_udp(job.clone(), dns_udp));
+        tracker.spawn(serve_dns_tcp(job, dns_tcp));
+        Ok(JobEgress {
+            netns: ns.netns,
+            recorder,
+            stop,
+            tracker,
+        })
+    }
+}
+
+/// One job's running egress.
+pub struct JobEgress {
+    /// The job's network namespace, for the init stage to join.
+    pub netns: OwnedFd,
+    recorder: Arc<Recorder>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl JobEgress {
+    /// Stops serving, closes every listener and connection, and returns the record. Call once
+    /// the job's processes are gone. The namespace descriptor closes when `self` drops, here.
+    pub async fn finish(self) -> Vec<EgressRecord> {
+        self.stop.cancel();
+        self.tracker.close();
+        if tokio::time::timeout(STOP_GRACE, self.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::error!("egress tasks did not stop in time");
+        }
+        self.recorder.records()
+    }
+}
+
+impl Drop for JobEgress {
+    fn drop(&mut self) {
+        // Also on an early return or a cancelled future: no task outlives the job.
+        self.stop.cancel();
+    }
+}
+
+struct JobState {
+    job_id: String,
+    net: Net,
+    policy: Arc<EgressPolicy>,
+    own: Vec<IpNet>,
+    table: NameTable,
+    recorder: Arc<Recorder>,
+    resolver: Arc<TokioResolver>,
+    stop: CancellationToken,
+    tracker: TaskTracker,
+    connections: Arc<Semaphore>,
+    dns_queries: AtomicU64,
+}
+
+impl JobState {
+    fn context(&self) -> Context<'_> {
+        Context {
+            policy: &self.policy,
+            own: &self.own,
+            table: &self.table,
+        }
+    }
+
+    /// Answers one DNS query and records a refused name.
+    fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
+        if self.dns_queries.fetch_add(1, Ordering::Relaxed) >= MAX_DNS_QUERIES {
+            return None;
+        }
+        let reply = dns::respond(&self.policy, self.net, &self.table, query);
+        match &reply.event {
+            DnsEvent::Refused { name } | DnsEvent::TableFull { name } => {
+                tracing::info!(job_id = %self.job_id, host = %name, port = 53, allowed = false, "egress: name refused by DNS");
+                self.recorder.refused(name, 53);
+            }
+            DnsEvent::Answered { name, .. } => {
+                tracing::debug!(job_id = %self.job_id, host = %name, "egress: name answered");
+            }
+            _ => {}
+        }
+        reply.packet
+    }
+}
+
+/// The Link's own addresses and networks, as configured in the runner's network namespace.
+pub fn own_networks() -> Vec<IpNet> {
+    let mut nets = Vec::new();
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        tracing::error!("cannot read the host's addresses; only the policy's ranges are denied");
+        return nets;
+    };
+    for a in addrs {
+        let Some(addr) = a.address.as_ref().and_then(ip_of) else {
+            continue;
+        };
+        let prefix = a
+            .netmask
+            .as_ref()
+            .and_then(ip_of)
+            .map(|m| match m {
+                IpAddr::V4(v4) => u32::from(v4).count_ones() as u8,
+                IpAddr::V6(v6) => u128::from(v6).count_ones() as u8,
+            })
+            .unwrap_or(if addr.is_ipv4() { 32 } else { 128 });
+        if let Ok(net) = IpNet::new(addr, prefix) {
+            nets.push(net.trunc());
+        }
+        // The address itself as well, in case its network is wider than the prefix says.
+        if let Ok(host) = IpNet::new(addr, if addr.is_ipv4() { 32 } else { 128 }) {
+            nets.push(host);
+        }
+    }
+    nets
+}
+
+fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
+    if let Some(v4) = s.as_sockaddr_in() {
+        return Some(IpAddr::V4(v4.ip()));
+    }
+    s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+}
+
+async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let (n, from) = tokio::select! {
+            _ = job.stop.cancelled() => return,
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(x) => x,
+                Err(_) => continue,
+            },
+        };
+        if let Some(packet) = job.answer(&buf[..n]) {
+            let _ = socket.send_to(&packet, from).await;
+        }
+    }
+}
+
+async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
+    loop {
+        let conn = tokio::select! {
+            _ = job.stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok((c, _)) => c,
+                Err(_) => continue,
+            },
+        };
+        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+            drop(conn);
+            continue;
+        };
+        let j = job.clone();
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                _ = dns_tcp_connection(&j, conn) => {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 4096];
+    loop {
+        loop {
+            match dns::tcp_frame(&buf) {
+                TcpFrame::NeedMore => break,
+                TcpFrame::Invalid => return,
+                TcpFrame::Message { message, consumed } => {
+                    let reply = job.answer(message).and_then(|p| dns::tcp_encode(&p));
+                    buf.drain(..consumed);
+                    match reply {
+                        Some(bytes) => {
+                            if conn.write_all(&bytes).await.is_err() {
+                                return;
+                            }
+                        }
+                        None => return,
+                    }
+                }
+            }
+        }
+        let n = match tokio::time::timeout(DNS_TCP_IDLE, conn.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn serve_proxy(job: Arc<JobState>, listener: TcpListener, port: u16) {
+    loop {
+        let conn = tokio::select! {
+            _ = job.stop.cancelled() => return,
+            r = listener.accept() => match r {
+                Ok((c, _)) => c,
+                Err(_) => continue,
+            },
+        };
+        let dest = match conn.local_addr() {
+            Ok(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
+            Err(_) => continue,
+        };
+        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+            let host = decide::record_host(&job.context(), dest);
+            refuse(
+                &job,
+                conn,
+                &host,
+                port,
+                &format!("more than {MAX_CONNECTIONS} connections at once"),
+            )
+            .await;
+            continue;
+        };
+        let j = job.clone();
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                _ = proxy_connection(&j, conn, dest) => {}
+            }
+            drop(permit);
+        });
+    }
+}
+
+/// Records a refusal, tells the tool why, and closes.
+async fn refuse(job: &JobState, mut conn: TcpStream, host: &str, port: u16, why: &str) {
+    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, reason = %why, "egress: connection refused");
+    job.recorder.refused(host, port);
+    let reply = sniff::refusal_reply(port, why);
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = conn.write_all(&reply).await;
+        let _ = conn.shutdown().await;
+    })
+    .await;
+}
+
+/// Reads the first bytes until they say what the connection is for.
+async fn read_head(conn: &mut TcpStream, port: u16) -> (Vec<u8>, Sniff) {
+    let mut head = Vec::with_capacity(2048);
+    let mut chunk = vec![0u8; 4096];
+    let read = tokio::time::timeout(SNIFF_TIME, async {
+        loop {
+            let room = MAX_HEAD.saturating_sub(head.len()).min(chunk.len());
+            if room == 0 {
+                return sniff::sniff(port, &head);
+            }
+            match conn.read(&mut chunk[..room]).await {
+                Ok(0) | Err(_) => return Sniff::NeedMore,
+                Ok(n) => head.extend_from_slice(&chunk[..n]),
+            }
+            match sniff::sniff(port, &head) {
+                Sniff::NeedMore => continue,
+                s => return s,
+            }
+        }
+    })
+    .await;
+    let s = read.unwrap_or(Sniff::NeedMore);
+    (head, s)
+}
+
+async fn proxy_connection(job: &JobState, mut conn: TcpStream, dest: SocketAddr) {
+    let port = dest.port();
+    let ctx = job.context();
+    let (head, sniffed) = read_head(&mut conn, port).await;
+    let sniffed = match sniffed {
+        Sniff::Name(n) => Some(n),
+        Sniff::NoName => None,
+        Sniff::Refused(e) => {
+            let host = decide::record_host(&ctx, dest);
+            return refuse(job, conn, &host, port, &e.to_string()).await;
+        }
+        Sniff::NeedMore => {
+            let host = decide::record_host(&ctx, dest);
+            let why = "no complete TLS ClientHello or HTTP request head arrived in time";
+            return refuse(job, conn, &host, port, why).await;
+        }
+    };
+    let attempt = Attempt {
+        net: job.net,
+        dest,
+        sniffed: sniffed.as_deref(),
+    };
+    let resolved: Vec<IpAddr> = match decide::target(&ctx, &attempt) {
+        Err(reason) => {
+            let host = decide::record_host(&ctx, dest);
+            return refuse(job, conn, &host, port, &reason.to_string()).await;
+        }
+        Ok(Target::Literal(_)) => Vec::new(),
+        Ok(Target::Name(name)) => resolve(job, &name).await,
+    };
+    match decide::decide(&ctx, &attempt, &resolved) {
+        Decision::Deny { host, reason } => {
+            refuse(job, conn, &host, port, &reason.to_string()).await
+        }
+        Decision::Allow { connect_to, host } => {
+            let flow = match job.recorder.open(&host, port) {
+                Ok(f) => f,
+                Err(e) => {
+                    // `open` has recorded the refusal.
+                    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, reason = %e, "egress: connection refused");
+                    let _ = conn
+                        .write_all(&sniff::refusal_reply(port, &e.to_string()))
+                        .await;
+                    return;
+                }
+            };
+            tracing::info!(job_id = %job.job_id, %host, port, to = %connect_to, allowed = true, "egress: connection allowed");
+            if let Err(e) = forward(conn, connect_to, &head, &flow).await {
+                tracing::info!(job_id = %job.job_id, %host, port, error = %e, "egress: connection ended");
+            }
+        }
+    }
+}
+
+async fn resolve(job: &JobState, name: &str) -> Vec<IpAddr> {
+    let fqdn = format!("{name}.");
+    match tokio::time::timeout(RESOLVE_TIME, job.resolver.lookup_ip(fqdn.as_str())).await {
+        Ok(Ok(lookup)) => lookup.iter().collect(),
+        Ok(Err(e)) => {
+            tracing::info!(job_id = %job.job_id, host = %name, error = %e, "egress: upstream lookup failed");
+            Vec::new()
+        }
+        Err(_) => {
+            tracing::info!(job_id = %job.job_id, host = %name, "egress: upstream lookup timed out");
+            Vec::new()
+        }
+    }
+}
+
+/// Connects to exactly `to`, sends the head, and copies both ways within the flow's budgets.
+async fn forward(client: TcpStream, to: SocketAddr, head: &[u8], flow: &Flow) -> io::Result<()> {
+    let connect_time = CONNECT_TIME.min(flow.remaining());
+    let mut upstream = tokio::time::timeout(connect_time, TcpStream::connect(to))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting upstream timed out"))??;
+    let _ = upstream.set_nodelay(true);
+    let _ = client.set_nodelay(true);
+    let granted = flow.grant_out(head.len()).map_err(io::Error::other)?;
+    upstream.write_all(&head[..granted]).await?;
+    if granted < head.len() {
+        return Err(io::Error::other("the job's egress byte budget is spent"));
+    }
+    let (cr, cw) = client.into_split();
+    let (ur, uw) = upstream.into_split();
+    let deadline = tokio::time::Instant::from_std(flow.deadline());
+    let both =
+        async { tokio::try_join!(pump(cr, uw, flow, true), pump(ur, cw, flow, false)).map(|_| ()) };
+    match tokio::time::timeout_at(deadline, both).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "the connection's egress time is over",
+        )),
+    }
+}
+
+/// Copies one direction until end of file, then half-closes the other side.
+async fn pump(
+    mut from: impl AsyncRead + Unpin,
+    mut to: impl AsyncWrite + Unpin,
+    flow: &Flow,
+    outbound: bool,
+) -> io::Result<()> {
+    let mut buf = vec![0u8; COPY_BUF];
+    loop {
+        let n = from.read(&mut buf).await?;
+        if n == 0 {
+            let _ = to.shutdown().await;
+            return Ok(());
+        }
+        let granted = if outbound {
+            flow.grant_out(n)
+        } else {
+            flow.grant_in(n)
+        }
+        .map_err(io::Error::other)?;
+        to.write_all(&buf[..granted]).await?;
+        if granted < n {
+            return Err(io::Error::other("the job's egress byte budget is spent"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_server_entries() {
+        assert_eq!(
+            parse_dns_server("192.0.2.53").unwrap(),
+            "192.0.2.53:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_dns_server(" 192.0.2.53:5353 ").unwrap(),
+            "192.0.2.53:5353".parse().unwrap()
+        );
+        assert_eq!(
+            parse_dns_server("2001:db8::53").unwrap(),
+            "[2001:db8::53]:53".parse().unwrap()
+        );
+        assert_eq!(
+            parse_dns_server("[2001:db8::53]:54").unwrap(),
+            "[2001:db8::53]:54".parse().unwrap()
+        );
+        for bad in ["", "dns.example", "192.0.2.53:", "1.2.3.4:99999"] {
+            let e = parse_dns_server(bad).unwrap_err();
+            assert!(e.contains("runner.dns_servers"), "{e}");
+        }
+    }
+
+    #[test]
+    fn own_networks_hold_loopback() {
+        let nets = own_networks();
+        assert!(
+            nets.iter()
+                .any(|n| n.contains(&IpAddr::from([127, 0, 0, 1]))),
+            "{nets:?}"
+        );
+    }
+}
