@@ -133,11 +133,128 @@ if (typeof process.getBuiltinModule === 'function') {
 lock(Module, 'registerHooks', denied('module.registerHooks'));
 lock(Module, 'register', denied('module.register'));
 
-// 4. WebAssembly compiles bytes a tool could make at run time.
+// 4. WebAssembly compiles bytes a tool could make at run time. Only modules the runtime
+//    itself ships may compile: undici (fetch) parses HTTP with llhttp built to WebAssembly.
+//    They are known by the sha256 of their bytes, one list per pinned Node version.
+const ALLOWED_WASM = {
+  // Node v24.22.3: undici 7.30.2, llhttp 9.4.4.
+  'v24.22.3': ['2434215e1f7fa0163f22ce895ddbeb83984fa0aa51e123164e053213e5aca028'],
+};
+const allowedWasm = ALLOWED_WASM[process.version] || [];
+const RealModule = WebAssembly.Module;
+const construct = Reflect.construct;
+const Uint8ArrayCtor = Uint8Array;
+const Uint32ArrayCtor = Uint32Array;
+const typedArrayProto = Object.getPrototypeOf(Uint8Array.prototype);
+const getter = (proto, name) => uncurry(Object.getOwnPropertyDescriptor(proto, name).get);
+const viewBuffer = getter(typedArrayProto, 'buffer');
+const viewOffset = getter(typedArrayProto, 'byteOffset');
+const viewLength = getter(typedArrayProto, 'byteLength');
+const bufferLength = getter(ArrayBuffer.prototype, 'byteLength');
+const typedArraySlice = uncurry(typedArrayProto.slice);
+const isView = ArrayBuffer.isView;
+const numberToString = uncurry(Number.prototype.toString);
+const padStart = uncurry(String.prototype.padStart);
+
+// A private copy of the bytes, so that what is hashed is what compiles.
+function copyOf(source) {
+  if (isView(source) && !(source instanceof DataView)) {
+    return typedArraySlice(new Uint8ArrayCtor(viewBuffer(source), viewOffset(source), viewLength(source)));
+  }
+  if (source instanceof ArrayBuffer) {
+    return typedArraySlice(new Uint8ArrayCtor(source, 0, bufferLength(source)));
+  }
+  return null;
+}
+
+const K = new Uint32ArrayCtor([
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+  0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+  0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+  0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+  0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+  0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+]);
+
+// SHA-256 (FIPS 180-4) of a Uint8Array, as lowercase hex. Plain arithmetic on typed arrays:
+// nothing a tool can patch is called.
+function sha256hex(bytes) {
+  const n = bytes.length;
+  const blocks = ((n + 8) >>> 6) + 1;
+  const m = new Uint8ArrayCtor(blocks * 64);
+  for (let i = 0; i < n; i++) m[i] = bytes[i];
+  m[n] = 0x80;
+  const bits = n * 8;
+  const hi = Math.floor(bits / 0x100000000);
+  const end = blocks * 64;
+  m[end - 8] = hi >>> 24; m[end - 7] = hi >>> 16; m[end - 6] = hi >>> 8; m[end - 5] = hi;
+  m[end - 4] = bits >>> 24; m[end - 3] = bits >>> 16; m[end - 2] = bits >>> 8; m[end - 1] = bits;
+  const h = new Uint32ArrayCtor([
+    0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19,
+  ]);
+  const w = new Uint32ArrayCtor(64);
+  for (let b = 0; b < end; b += 64) {
+    for (let t = 0; t < 16; t++) {
+      const j = b + t * 4;
+      w[t] = (m[j] << 24) | (m[j + 1] << 16) | (m[j + 2] << 8) | m[j + 3];
+    }
+    for (let t = 16; t < 64; t++) {
+      const x = w[t - 15], y = w[t - 2];
+      const s0 = ((x >>> 7) | (x << 25)) ^ ((x >>> 18) | (x << 14)) ^ (x >>> 3);
+      const s1 = ((y >>> 17) | (y << 15)) ^ ((y >>> 19) | (y << 13)) ^ (y >>> 10);
+      w[t] = w[t - 16] + s0 + w[t - 7] + s1;
+    }
+    let a = h[0], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], k = h[7], bb = h[1];
+    for (let t = 0; t < 64; t++) {
+      const S1 = ((e >>> 6) | (e << 26)) ^ ((e >>> 11) | (e << 21)) ^ ((e >>> 25) | (e << 7));
+      const ch = (e & f) ^ (~e & g);
+      const t1 = (k + S1 + ch + K[t] + w[t]) | 0;
+      const S0 = ((a >>> 2) | (a << 30)) ^ ((a >>> 13) | (a << 19)) ^ ((a >>> 22) | (a << 10));
+      const maj = (a & bb) ^ (a & c) ^ (bb & c);
+      const t2 = (S0 + maj) | 0;
+      k = g; g = f; f = e; e = (d + t1) | 0; d = c; c = bb; bb = a; a = (t1 + t2) | 0;
+    }
+    h[0] += a; h[1] += bb; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += k;
+  }
+  let hex = '';
+  for (let i = 0; i < 8; i++) hex += padStart(numberToString(h[i], 16), 8, '0');
+  return hex;
+}
+
+function allowedModuleBytes(source) {
+  const bytes = copyOf(source);
+  if (bytes === null) return null;
+  const digest = sha256hex(bytes);
+  for (let i = 0; i < allowedWasm.length; i++) {
+    if (allowedWasm[i] === digest) return bytes;
+  }
+  return null;
+}
+
+function GuardedModule(source) {
+  if (new.target === undefined) denied('calling WebAssembly.Module without new')();
+  const bytes = allowedModuleBytes(source);
+  if (bytes === null) denied('WebAssembly.Module of bytes that are not the runtime\'s own')();
+  return construct(RealModule, [bytes]);
+}
+// An allowed module's prototype must not lead back to the real constructor.
+defineProperty(RealModule.prototype, 'constructor', {
+  value: GuardedModule,
+  writable: false,
+  configurable: false,
+  enumerable: false,
+});
+GuardedModule.prototype = RealModule.prototype;
+
 const wasm = {};
 for (const name of Object.getOwnPropertyNames(WebAssembly)) {
   const v = WebAssembly[name];
-  wasm[name] = typeof v === 'function' ? denied(`WebAssembly.${name}`) : v;
+  if (name === 'Module') wasm[name] = GuardedModule;
+  // Instance only instantiates a module, and only the guard above makes modules.
+  else if (name === 'Instance') wasm[name] = v;
+  else wasm[name] = typeof v === 'function' ? denied(`WebAssembly.${name}`) : v;
 }
 Object.freeze(wasm);
 Object.defineProperty(globalThis, 'WebAssembly', {
@@ -147,3 +264,7 @@ Object.defineProperty(globalThis, 'WebAssembly', {
   enumerable: false,
 });
 
+// For the runner's tests of this file (never set inside the sandbox).
+if (process.env.OVSR_HARDEN_SELFTEST === '1') {
+  module.exports = { sha256hex };
+}
