@@ -98,6 +98,7 @@ fn checks(config: &Config) -> Vec<Check> {
         },
         Some("reinstall the policies or set runner.policies_dir".into()),
     ));
+    out.push(egress_check(config));
     match CgroupHost::detect(config.runner.cgroup_parent.as_deref()) {
         Ok(h) => {
             let detail = h
@@ -141,6 +142,46 @@ fn checks(config: &Config) -> Vec<Check> {
         )),
     }
     out
+}
+
+/// The egress policy, a job network namespace with local routes, and the upstream DNS
+/// servers: what `openvibe-only` and `public` jobs need.
+fn egress_check(config: &Config) -> Check {
+    let path = policies_dir(config).join("egress.toml");
+    let fix = Some(
+        "reinstall the policies or set runner.policies_dir; network namespaces need CONFIG_NET_NS and root; set runner.dns_servers if /etc/resolv.conf names no server".into(),
+    );
+    let policy = match crate::egress::policy::EgressPolicy::load(&path) {
+        Ok(p) => p,
+        Err(e) => return check("egress", false, e.to_string(), fix),
+    };
+    if let Err(e) = crate::sandbox::netns::create() {
+        return check(
+            "egress",
+            false,
+            format!("a job network namespace: {e}"),
+            fix,
+        );
+    }
+    let egress = crate::egress::proxy::Egress::new(policy, &config.runner.dns_servers);
+    if let Some(problem) = egress.problem() {
+        return check("egress", false, problem.to_string(), fix);
+    }
+    let upstream = if config.runner.dns_servers.is_empty() {
+        "the host's /etc/resolv.conf".to_string()
+    } else {
+        config.runner.dns_servers.join(", ")
+    };
+    check(
+        "egress",
+        true,
+        format!(
+            "{}: openvibe-only allows {}; names resolved with {upstream}",
+            path.display(),
+            egress.policy().allow.join(", ")
+        ),
+        None,
+    )
 }
 
 /// Prints the checks; exit 0 only when the engine starts.
