@@ -54,6 +54,11 @@ fn probe_engine(state: &State, exe: &Path) -> Engine {
 
 /// Runs the probe once with `input` on its stdin; returns the job's result as JSON.
 fn run_probe(engine: &Engine, job_id: &str, input: &str) -> Value {
+    run_probe_net(engine, job_id, input, "deny")
+}
+
+/// The same under a given `net`.
+fn run_probe_net(engine: &Engine, job_id: &str, input: &str, net: &str) -> Value {
     let code = "// the native probe ignores its entry\n";
     let job = json!({
         "job_id": job_id,
@@ -65,8 +70,8 @@ fn run_probe(engine: &Engine, job_id: &str, input: &str) -> Value {
             "sha256": hex::encode(sha2::Sha256::digest(code.as_bytes())),
             "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
         }],
-        "net": "deny",
-        "limits": {"wall_ms": 10000, "mem_bytes": 134217728}
+        "net": net,
+        "limits": {"wall_ms": 20000, "mem_bytes": 134217728}
     });
     let valid = parse_job_value(job, &Bounds::default())
         .unwrap_or_else(|r| panic!("the probe job is valid: {r:?}"));
@@ -714,4 +719,174 @@ fn native_probe_two_jobs_share_no_abstract_socket() {
     assert_eq!(s["errno"], i64::from(ECONNREFUSED), "{s}");
     assert_eq!(l["received"], -1, "nothing arrived from the other job: {l}");
     assert_host_clean("probe-cross");
+}
+
+/// Every network route under each net mode, natively: what answers, and which layer.
+fn net_expectations(net: &str) -> Vec<(&'static str, Expect, &'static str)> {
+    use libc::EACCES;
+    let egress = net != "deny";
+    // Under deny no AF_INET socket exists at all, so everything after it is EPERM.
+    let inet = |e: Expect| if egress { e } else { Errno(EPERM) };
+    vec![
+        (
+            "raw_icmp",
+            Errno(EPERM),
+            "seccomp: no raw socket in any mode",
+        ),
+        ("raw_tcp", Errno(EPERM), "seccomp: no raw socket"),
+        ("raw_icmpv6", Errno(EPERM), "seccomp: no raw IPv6 socket"),
+        (
+            "ping_socket",
+            Errno(EPERM),
+            "seccomp: ICMP datagram sockets (protocol 1) do not match",
+        ),
+        (
+            "ping6_socket",
+            Errno(EPERM),
+            "seccomp: ICMPv6 datagram sockets do not match",
+        ),
+        ("packet_socket", Errno(EPERM), "seccomp: no AF_PACKET"),
+        ("sctp_stream", Errno(EPERM), "seccomp: protocol 0 only"),
+        ("mptcp_stream", Errno(EPERM), "seccomp: protocol 0 only"),
+        (
+            "netlink_netfilter",
+            Errno(EPERM),
+            "seccomp: netlink route only",
+        ),
+        (
+            "tcp_socket",
+            inet(Allowed),
+            "seccomp: TCP sockets exist only with egress",
+        ),
+        (
+            "udp_socket",
+            inet(Allowed),
+            "seccomp: UDP sockets exist only with egress",
+        ),
+        (
+            "tcp_1.2.3.4:80",
+            inet(Allowed),
+            "lands on the runner's proxy (which refuses it: no request)",
+        ),
+        (
+            "tcp_1.2.3.4:443",
+            inet(Allowed),
+            "lands on the runner's proxy",
+        ),
+        (
+            "tcp_1.2.3.4:22",
+            inet(Errno(EACCES)),
+            "landlock: connect to 53, 80 and 443 only",
+        ),
+        (
+            "tcp_1.2.3.4:8080",
+            inet(Errno(EACCES)),
+            "landlock: connect to 53, 80 and 443 only",
+        ),
+        (
+            "tcp_127.0.0.1:22",
+            inet(Errno(EACCES)),
+            "landlock: connect to 53, 80 and 443 only",
+        ),
+        (
+            "tcp_169.254.169.254:80",
+            inet(Allowed),
+            "lands on the runner's proxy, which refuses it",
+        ),
+        (
+            "tcp6_2001:db8::5:443",
+            inet(Allowed),
+            "lands on the runner's proxy, which refuses it",
+        ),
+        ("tcp6_2001:db8::5:22", inet(Errno(EACCES)), "landlock"),
+        (
+            "udp_1.2.3.4:9",
+            inet(Errno(ECONNREFUSED)),
+            "nothing but DNS answers UDP: port unreachable",
+        ),
+        (
+            "udp_8.8.8.8:123",
+            inet(Errno(ECONNREFUSED)),
+            "no NTP or anything else",
+        ),
+        (
+            "udp_10.0.0.1:5353",
+            inet(Errno(ECONNREFUSED)),
+            "no mDNS or LAN",
+        ),
+        (
+            "tcp_bind_8081",
+            inet(Errno(EACCES)),
+            "landlock: no TCP bind",
+        ),
+        (
+            "tcp_listen",
+            inet(Errno(EPERM)),
+            "seccomp: a tool serves nothing",
+        ),
+        (
+            "siocsifflags_lo_down",
+            inet(Errno(EPERM)),
+            "no CAP_NET_ADMIN (and seccomp's ioctl list)",
+        ),
+    ]
+}
+
+#[test]
+fn native_probe_network_routes_in_every_mode() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let (_dir, exe) = compile_probe();
+    let engine = probe_engine(&state, &exe);
+    for net in ["deny", "openvibe-only", "public"] {
+        let r = run_probe_net(&engine, &format!("itest-probe-net-{net}"), "net", net);
+        assert_status(&r, "ok", None);
+        let attempts = &r["output"]["attempts"];
+        let expected = net_expectations(net);
+        assert_eq!(
+            attempts.as_object().map(|o| o.len()),
+            Some(expected.len()),
+            "{net}: every attempt is checked: {attempts:#}"
+        );
+        for (name, want, why) in expected {
+            let (ret, errno) = attempt_errno(attempts, name)
+                .unwrap_or_else(|| panic!("{net}: the probe did not try {name}"));
+            match want {
+                Allowed => assert!(ret >= 0, "{net} {name} ({why}): refused with errno {errno}"),
+                Errno(e) => assert!(
+                    ret < 0 && errno == e as i64,
+                    "{net} {name} ({why}): expected errno {e}, got ret {ret} errno {errno}"
+                ),
+            }
+        }
+        // What reached the proxy is in the record, refused; nothing else is.
+        let egress = r["egress"].as_array().cloned().unwrap_or_default();
+        if net == "deny" {
+            assert!(egress.is_empty(), "{egress:?}");
+        } else {
+            let mut seen: Vec<(String, u64)> = egress
+                .iter()
+                .map(|e| {
+                    assert_eq!(e["allowed"], false, "{net}: {e}");
+                    (
+                        e["host"].as_str().unwrap_or("").to_string(),
+                        e["port"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect();
+            seen.sort();
+            assert_eq!(
+                seen,
+                vec![
+                    ("1.2.3.4".to_string(), 80),
+                    ("1.2.3.4".to_string(), 443),
+                    ("169.254.169.254".to_string(), 80),
+                    ("2001:db8::5".to_string(), 443),
+                ],
+                "{net}: {egress:?}"
+            );
+        }
+    }
+    assert_host_clean("itest-probe-net");
 }

@@ -12,6 +12,9 @@
  *       {"attempts": {NAME: {"ret": R, "errno": E}}, "facts": {...}} and exits 0
  *   "int80"  an i386 system call through int $0x80: seccomp must kill the process
  *   "x32"    an x32 system call (number | 0x40000000): seccomp must kill the process
+ *   "net"    every network route a program could try, with no JavaScript in the way (raw,
+ *       packet and ICMP sockets, UDP anywhere, TCP to other ports, bind, listen, routes);
+ *       prints {"attempts": {...}} like main
  *
  * Safety inside the probe itself: every loop is bounded; a process-creating call that
  * unexpectedly succeeds makes its child exit at once (raw_spawn); kill(-1, SIGKILL) is
@@ -816,6 +819,115 @@ static int send_mode(const char *name) {
     return 0;
 }
 
+
+/* ---- net: the routes out, tried natively (the job's net mode decides what answers) ---- */
+
+static long tcp_connect4(uint32_t addr, uint16_t port) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(addr)}};
+    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    long r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+static long tcp_connect6(const uint8_t addr[16], uint16_t port) {
+    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
+    memcpy(&a.sin6_addr, addr, 16);
+    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    long r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+/* A UDP datagram to addr:port and a wait of at most 300 ms for any answer: the return is
+ * the bytes received (an answer came back), or -1 with errno (EAGAIN: nothing came). */
+static long udp_roundtrip4(uint32_t addr, uint16_t port) {
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(addr)}};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = 300 * 1000};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    long r = -1;
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) == 0 && send(fd, "probe", 5, 0) == 5) {
+        char buf[512];
+        r = recv(fd, buf, sizeof buf, 0);
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+static void net_mode(void) {
+    emit("{\"attempts\":{");
+    /* Sockets no tool needs: refused by seccomp in every mode. */
+    TRY_FD("raw_icmp", socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP));
+    TRY_FD("raw_tcp", socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_TCP));
+    TRY_FD("raw_icmpv6", socket(AF_INET6, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMPV6));
+    TRY_FD("ping_socket", socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMP));
+    TRY_FD("ping6_socket", socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, IPPROTO_ICMPV6));
+    TRY_FD("packet_socket", socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, 0));
+    TRY_FD("sctp_stream", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, IPPROTO_SCTP));
+    TRY_FD("mptcp_stream", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 262));
+    TRY_FD("netlink_netfilter", socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER));
+    /* TCP and UDP as the mode allows. */
+    TRY_FD("tcp_socket", socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    TRY_FD("udp_socket", socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    TRY("tcp_1.2.3.4:80", tcp_connect4(0x01020304, 80));
+    TRY("tcp_1.2.3.4:443", tcp_connect4(0x01020304, 443));
+    TRY("tcp_1.2.3.4:22", tcp_connect4(0x01020304, 22));
+    TRY("tcp_1.2.3.4:8080", tcp_connect4(0x01020304, 8080));
+    TRY("tcp_127.0.0.1:22", tcp_connect4(0x7f000001, 22));
+    TRY("tcp_169.254.169.254:80", tcp_connect4(0xa9fea9fe, 80));
+    static const uint8_t v6[16] = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5};
+    TRY("tcp6_2001:db8::5:443", tcp_connect6(v6, 443));
+    TRY("tcp6_2001:db8::5:22", tcp_connect6(v6, 22));
+    TRY("udp_1.2.3.4:9", udp_roundtrip4(0x01020304, 9));
+    TRY("udp_8.8.8.8:123", udp_roundtrip4(0x08080808, 123));
+    TRY("udp_10.0.0.1:5353", udp_roundtrip4(0x0a000001, 5353));
+    /* Serving: no bind to a TCP port, no listen. */
+    {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int se = errno;
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(8081), .sin_addr = {htonl(0)}};
+        TRY("tcp_bind_8081", fd < 0 ? (errno = se, -1) : bind(fd, (struct sockaddr *)&a, sizeof a));
+        TRY("tcp_listen", fd < 0 ? (errno = se, -1) : listen(fd, 1));
+        if (fd >= 0)
+            close(fd);
+    }
+    /* Changing the namespace's routes or interfaces needs CAP_NET_ADMIN, which it lacks:
+     * an ioctl that would bring an interface down. */
+    {
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int se = errno;
+        struct ifreq_min {
+            char name[16];
+            short flags;
+            char pad[22];
+        } ifr;
+        memset(&ifr, 0, sizeof ifr);
+        strcpy(ifr.name, "lo");
+        TRY("siocsifflags_lo_down",
+            fd < 0 ? (errno = se, -1) : ioctl(fd, 0x8914 /* SIOCSIFFLAGS */, &ifr));
+        if (fd >= 0)
+            close(fd);
+    }
+    emit("}}");
+}
+
 int main(void) {
     static char in[4096];
     size_t len = 0;
@@ -850,6 +962,13 @@ int main(void) {
         fprintf(stderr, "probe: x32: about to make an x32 getpid\n");
         long ret = syscall(0x40000000L | SYS_getpid);
         printf("{\"x32_survived\":%ld}", ret);
+        return 0;
+    }
+    if (strcmp(mode, "net") == 0 && nw == 1) {
+        net_mode();
+        if (overflow)
+            return 2;
+        fwrite(out, 1, outlen, stdout);
         return 0;
     }
     if (strcmp(mode, "listen") == 0 && nw == 2)

@@ -29,7 +29,7 @@
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +66,9 @@ pub const RESOLVE_TIME: Duration = Duration::from_secs(5);
 pub const CONNECT_TIME: Duration = Duration::from_secs(10);
 /// How long a DNS-over-TCP connection may stay idle.
 const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
+/// How long `finish` lets connections the tool made before it ended be decided and recorded
+/// (the tool is gone, so each sees end of file at once; only a slow upstream takes longer).
+const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// How long `finish` waits for the job's tasks to end once told to stop.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
@@ -158,6 +161,7 @@ impl Egress {
             .map_err(|e| StartError::Serve(io::Error::other(e.to_string())))??;
         let recorder = Recorder::new(self.policy.budgets);
         let stop = CancellationToken::new();
+        let closing = CancellationToken::new();
         let tracker = TaskTracker::new();
         let job = Arc::new(JobState {
             job_id: job_id.to_string(),
@@ -168,6 +172,7 @@ impl Egress {
             recorder: recorder.clone(),
             resolver,
             stop: stop.clone(),
+            closing: closing.clone(),
             tracker: tracker.clone(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             dns_queries: AtomicU64::new(0),
@@ -184,6 +189,7 @@ impl Egress {
             netns: ns.netns,
             recorder,
             stop,
+            closing,
             tracker,
         })
     }
@@ -195,20 +201,29 @@ pub struct JobEgress {
     pub netns: OwnedFd,
     recorder: Arc<Recorder>,
     stop: CancellationToken,
+    closing: CancellationToken,
     tracker: TaskTracker,
 }
 
 impl JobEgress {
     /// Stops serving, closes every listener and connection, and returns the record. Call once
-    /// the job's processes are gone. The namespace descriptor closes when `self` drops, here.
+    /// the job's processes are gone: what the tool left in the listeners' queues is still
+    /// taken, decided and recorded (briefly), so no attempt is missing from the record. The
+    /// namespace descriptor closes when `self` drops, here.
     pub async fn finish(self) -> Vec<EgressRecord> {
-        self.stop.cancel();
+        self.closing.cancel();
         self.tracker.close();
-        if tokio::time::timeout(STOP_GRACE, self.tracker.wait())
+        if tokio::time::timeout(DRAIN_GRACE, self.tracker.wait())
             .await
             .is_err()
         {
-            tracing::error!("egress tasks did not stop in time");
+            self.stop.cancel();
+            if tokio::time::timeout(STOP_GRACE, self.tracker.wait())
+                .await
+                .is_err()
+            {
+                tracing::error!("egress tasks did not stop in time");
+            }
         }
         self.recorder.records()
     }
@@ -229,7 +244,10 @@ struct JobState {
     table: NameTable,
     recorder: Arc<Recorder>,
     resolver: Arc<TokioResolver>,
+    /// Hard stop: every task ends now.
     stop: CancellationToken,
+    /// The job ended: listeners take what is queued, then close.
+    closing: CancellationToken,
     tracker: TaskTracker,
     connections: Arc<Semaphore>,
     dns_queries: AtomicU64,
@@ -307,6 +325,13 @@ async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
     loop {
         let (n, from) = tokio::select! {
             _ = job.stop.cancelled() => return,
+            _ = job.closing.cancelled() => {
+                // Queries still queued are recorded; nobody is left to answer.
+                while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
+                    let _ = job.answer(&buf[..n]);
+                }
+                return;
+            }
             r = socket.recv_from(&mut buf) => match r {
                 Ok(x) => x,
                 Err(_) => continue,
@@ -318,27 +343,55 @@ async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
     }
 }
 
+/// The connections still queued on a listener, taken without waiting.
+fn drain_queue(listener: &TcpListener) -> Vec<TcpStream> {
+    let mut taken = Vec::new();
+    let fd = listener.as_raw_fd();
+    loop {
+        match nix::sys::socket::accept4(
+            fd,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC | nix::sys::socket::SockFlag::SOCK_NONBLOCK,
+        ) {
+            Ok(raw) => {
+                // SAFETY: accept4 just returned this descriptor; nothing else owns it.
+                let std = unsafe { std::net::TcpStream::from_raw_fd(raw) };
+                if let Ok(s) = TcpStream::from_std(std) {
+                    taken.push(s);
+                }
+            }
+            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::ECONNABORTED) => continue,
+            Err(_) => return taken,
+        }
+    }
+}
+
 async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
     loop {
-        let conn = tokio::select! {
+        let conns = tokio::select! {
             _ = job.stop.cancelled() => return,
+            _ = job.closing.cancelled() => drain_queue(&listener),
             r = listener.accept() => match r {
-                Ok((c, _)) => c,
+                Ok((c, _)) => vec![c],
                 Err(_) => continue,
             },
         };
-        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
-            drop(conn);
-            continue;
-        };
-        let j = job.clone();
-        job.tracker.spawn(async move {
-            tokio::select! {
-                _ = j.stop.cancelled() => {}
-                _ = dns_tcp_connection(&j, conn) => {}
-            }
-            drop(permit);
-        });
+        for conn in conns {
+            let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+                drop(conn);
+                continue;
+            };
+            let j = job.clone();
+            job.tracker.spawn(async move {
+                tokio::select! {
+                    _ = j.stop.cancelled() => {}
+                    _ = dns_tcp_connection(&j, conn) => {}
+                }
+                drop(permit);
+            });
+        }
+        if job.closing.is_cancelled() {
+            return;
+        }
     }
 }
 
@@ -374,38 +427,48 @@ async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
 
 async fn serve_proxy(job: Arc<JobState>, listener: TcpListener, port: u16) {
     loop {
-        let conn = tokio::select! {
+        let conns = tokio::select! {
             _ = job.stop.cancelled() => return,
+            _ = job.closing.cancelled() => drain_queue(&listener),
             r = listener.accept() => match r {
-                Ok((c, _)) => c,
+                Ok((c, _)) => vec![c],
                 Err(_) => continue,
             },
         };
-        let dest = match conn.local_addr() {
-            Ok(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
-            Err(_) => continue,
-        };
-        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
-            let host = decide::record_host(&job.context(), dest);
-            refuse(
-                &job,
-                conn,
-                &host,
-                port,
-                &format!("more than {MAX_CONNECTIONS} connections at once"),
-            )
-            .await;
-            continue;
-        };
-        let j = job.clone();
-        job.tracker.spawn(async move {
-            tokio::select! {
-                _ = j.stop.cancelled() => {}
-                _ = proxy_connection(&j, conn, dest) => {}
-            }
-            drop(permit);
-        });
+        for conn in conns {
+            accept_one(&job, conn, port).await;
+        }
+        if job.closing.is_cancelled() {
+            return;
+        }
     }
+}
+
+async fn accept_one(job: &Arc<JobState>, conn: TcpStream, port: u16) {
+    let dest = match conn.local_addr() {
+        Ok(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
+        Err(_) => return,
+    };
+    let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+        let host = decide::record_host(&job.context(), dest);
+        refuse(
+            job,
+            conn,
+            &host,
+            port,
+            &format!("more than {MAX_CONNECTIONS} connections at once"),
+        )
+        .await;
+        return;
+    };
+    let j = job.clone();
+    job.tracker.spawn(async move {
+        tokio::select! {
+            _ = j.stop.cancelled() => {}
+            _ = proxy_connection(&j, conn, dest) => {}
+        }
+        drop(permit);
+    });
 }
 
 /// Records a refusal, tells the tool why, and closes.
