@@ -279,7 +279,7 @@ const HYBRID_SELF: &str = "\
 7:blkio:/
 6:freezer:/
 5:devices:/
-4:memory:/process_api/abc
+4:memory:/workload/abc
 3:cpuset:/
 2:cpuacct:/
 1:cpu:/
@@ -361,7 +361,7 @@ impl FakeHost {
         }
         let memory = host.cg("memory");
         if memory.exists() {
-            let own = memory.join("process_api/abc");
+            let own = memory.join("workload/abc");
             fs::create_dir_all(&own).expect("mkdir own");
             host.kernel.populate(&own).expect("populate own");
             fs::write(own.join("cgroup.procs"), format!("{OWN_PID}\n")).expect("write");
@@ -493,7 +493,7 @@ fn self_cgroup_lists_v1_hierarchies_and_the_v2_path() {
     assert_eq!(parsed.v1_path("memory"), Some("/m"));
     assert_eq!(parsed.v1_path("pids"), None);
     let hybrid = parse_self_cgroup(HYBRID_SELF);
-    assert_eq!(hybrid.v1_path("memory"), Some("/process_api/abc"));
+    assert_eq!(hybrid.v1_path("memory"), Some("/workload/abc"));
     assert_eq!(hybrid.v2.as_deref(), Some("/"));
 }
 
@@ -525,7 +525,7 @@ fn hybrid_host_uses_v1_under_the_runners_own_cgroups() {
     let fake = FakeHost::hybrid(true);
     let host = fake.detect(None).expect("detect");
     assert_eq!(host.version(), CgroupVersion::V1);
-    let memory_parent = fake.cg("memory/process_api/abc/openvibe-skill-runner");
+    let memory_parent = fake.cg("memory/workload/abc/openvibe-skill-runner");
     let pids_parent = fake.cg("pids/openvibe-skill-runner");
     let cpuacct_parent = fake.cg("cpuacct/openvibe-skill-runner");
     let freezer_parent = fake.cg("freezer/openvibe-skill-runner");
@@ -587,7 +587,7 @@ fn v1_missing_pids_is_an_error_naming_it_and_creates_nothing() {
         "{message}"
     );
     assert!(!fake
-        .cg("memory/process_api/abc/openvibe-skill-runner")
+        .cg("memory/workload/abc/openvibe-skill-runner")
         .exists());
 }
 
@@ -620,7 +620,7 @@ fn v1_co_mounted_cpu_cpuacct_is_one_hierarchy() {
 39 31 0:36 / /sys/fs/cgroup/pids rw,relatime - cgroup cgroup rw,pids
 ";
     let mut fake = FakeHost::hybrid_with(mountinfo, true);
-    fake.self_cgroup = "4:memory:/process_api/abc\n3:pids:/\n2:cpu,cpuacct:/a\n".into();
+    fake.self_cgroup = "4:memory:/workload/abc\n3:pids:/\n2:cpu,cpuacct:/a\n".into();
     fs::create_dir_all(fake.cg("cpu,cpuacct/a")).expect("mkdir");
     let host = fake.detect(None).expect("detect");
     assert_eq!(
@@ -836,7 +836,7 @@ fn configured_parent_overrides_detection_on_v1() {
             fake.cg("pids/ovr").display().to_string()
         );
         assert!(!fake
-            .cg("memory/process_api/abc/openvibe-skill-runner")
+            .cg("memory/workload/abc/openvibe-skill-runner")
             .exists());
     }
 }
@@ -864,7 +864,7 @@ fn v1_job_gets_its_limits_in_the_right_files() {
     let fake = FakeHost::hybrid(true);
     let host = fake.detect(None).expect("detect");
     let job = host.create_job("job_1", &limits(32 * MIB, 8)).expect("job");
-    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/job_1");
+    let memory = fake.cg("memory/workload/abc/openvibe-skill-runner/job_1");
     let pids = fake.cg("pids/openvibe-skill-runner/job_1");
     assert_eq!(
         read(&memory.join("memory.limit_in_bytes")),
@@ -897,7 +897,7 @@ fn v1_job_without_swap_accounting_writes_no_memsw() {
     let fake = FakeHost::hybrid(false);
     let host = fake.detect(None).expect("detect");
     let _job = host.create_job("j", &limits(32 * MIB, 8)).expect("job");
-    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/j");
+    let memory = fake.cg("memory/workload/abc/openvibe-skill-runner/j");
     assert_eq!(
         read(&memory.join("memory.limit_in_bytes")),
         (32 * MIB).to_string()
@@ -969,7 +969,7 @@ fn an_existing_job_cgroup_is_never_reused_nor_removed() {
     assert!(matches!(err, CgroupError::JobExists { .. }), "{err}");
     assert!(stray.is_dir());
     assert!(!fake
-        .cg("memory/process_api/abc/openvibe-skill-runner/stray")
+        .cg("memory/workload/abc/openvibe-skill-runner/stray")
         .exists());
 }
 
@@ -1047,7 +1047,7 @@ fn add_process_kill_all_and_remove_touch_only_the_job() {
     assert!(host.leftovers().expect("leftovers").is_empty());
     // Our own cgroup still holds us.
     assert_eq!(
-        read(&fake.cg("memory/process_api/abc/cgroup.procs")),
+        read(&fake.cg("memory/workload/abc/cgroup.procs")),
         OWN_PID.to_string()
     );
 }
@@ -1119,7 +1119,7 @@ fn v1_stats_read_every_counter() {
         CgroupStats::default(),
         "a fresh job hit nothing"
     );
-    let memory = fake.cg("memory/process_api/abc/openvibe-skill-runner/s");
+    let memory = fake.cg("memory/workload/abc/openvibe-skill-runner/s");
     fs::write(memory.join("memory.max_usage_in_bytes"), "33554432\n").expect("w");
     fs::write(memory.join("memory.failcnt"), "12\n").expect("w");
     fs::write(
