@@ -12,19 +12,20 @@ use crate::plan::{self, JobPaths};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
-use crate::sandbox::seccomp::{self, CompiledFilters};
+use crate::sandbox::seccomp::{self, CompiledFilters, SeccompPolicy};
 use crate::sandbox::{landlock, Layers};
 use crate::supervise;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub struct Engine {
     pub config: Config,
     pub runtime: Runtime,
-    filters: HashMap<Net, CompiledFilters>,
+    filters: Filters,
     egress: Egress,
     cgroups: CgroupHost,
     cache: Cache,
@@ -45,6 +46,41 @@ pub enum StartError {
 
 fn layer(msg: impl std::fmt::Display) -> StartError {
     StartError::Layer(msg.to_string())
+}
+
+/// The seccomp policy, checked at start, and its programs, compiled for a net mode the
+/// first time a job of that mode runs and kept: a CLI run compiles only its job's mode.
+/// A compile error is kept too, and every job of that mode ends `internal` with it.
+struct Filters {
+    policy: SeccompPolicy,
+    path: PathBuf,
+    by_net: HashMap<Net, OnceLock<Result<CompiledFilters, String>>>,
+}
+
+impl Filters {
+    fn new(policy: SeccompPolicy, path: PathBuf) -> Filters {
+        let by_net = [Net::Deny, Net::OpenvibeOnly, Net::Public]
+            .into_iter()
+            .map(|net| (net, OnceLock::new()))
+            .collect();
+        Filters {
+            policy,
+            path,
+            by_net,
+        }
+    }
+
+    fn get(&self, net: Net) -> Result<&CompiledFilters, String> {
+        let Some(slot) = self.by_net.get(&net) else {
+            return Err(format!("no seccomp program for net mode {}", net.as_str()));
+        };
+        slot.get_or_init(|| {
+            seccomp::compile(&self.policy, net)
+                .map_err(|e| format!("seccomp policy {}: {e}", self.path.display()))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+    }
 }
 
 /// The hardening preload: the installed one, or the source tree's.
@@ -96,14 +132,11 @@ impl Engine {
         )
         .map_err(layer)?;
         let policy_path = policies_dir(&config).join("seccomp.json");
+        // Parsed and checked now, so a broken policy stops the start; compiled per net mode
+        // when a job first needs it (Filters).
         let policy = seccomp::load_policy(&policy_path)
             .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
-        let mut filters = HashMap::new();
-        for net in [Net::Deny, Net::OpenvibeOnly, Net::Public] {
-            let f = seccomp::compile(&policy, net)
-                .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
-            filters.insert(net, f);
-        }
+        let filters = Filters::new(policy, policy_path);
         let egress_path = policies_dir(&config).join("egress.toml");
         let egress_policy = EgressPolicy::load(&egress_path).map_err(layer)?;
         for server in &config.runner.dns_servers {
@@ -246,8 +279,9 @@ impl Engine {
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
-        let Some(filters) = self.filters.get(&job.net) else {
-            return self.internal(job, "no seccomp program for this net mode".into());
+        let filters = match self.filters.get(job.net) {
+            Ok(f) => f,
+            Err(e) => return self.internal(job, e),
         };
         let uid = self
             .config
@@ -382,4 +416,56 @@ fn remove_job_dir(dir: &Path) -> std::io::Result<()> {
 pub fn landlock_summary() -> (i32, Vec<&'static str>) {
     let abi = landlock::kernel_abi();
     (abi, landlock::features(abi))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHIPPED: &str = include_str!("../policies/seccomp.json");
+
+    fn filters(text: &str) -> Filters {
+        let policy = seccomp::parse_policy(text).unwrap_or_else(|e| panic!("policy: {e}"));
+        Filters::new(policy, PathBuf::from("/p/seccomp.json"))
+    }
+
+    #[test]
+    fn filters_compile_per_net_mode_on_first_use_and_are_kept() {
+        let f = filters(SHIPPED);
+        assert!(f.by_net.values().all(|slot| slot.get().is_none()));
+        let first = f.get(Net::Deny).map(|c| c as *const CompiledFilters);
+        assert!(first.is_ok(), "{first:?}");
+        assert_eq!(f.get(Net::Deny).map(|c| c as *const _), first, "kept");
+        assert!(f.by_net[&Net::OpenvibeOnly].get().is_none());
+        assert!(f.by_net[&Net::Public].get().is_none());
+        assert_eq!(
+            f.get(Net::Public).ok(),
+            seccomp::compile(&f.policy, Net::Public).ok().as_ref()
+        );
+    }
+
+    /// A policy that passes every check but is too large for one classic-BPF program: the
+    /// engine starts, and each job of the mode fails with the compiler's reason.
+    #[test]
+    fn a_policy_that_does_not_compile_fails_every_job_of_its_mode() {
+        let groups: Vec<String> = (0..1200)
+            .map(|i| {
+                format!(
+                    r#"{{"names":["read"],"action":"SCMP_ACT_ALLOW","args":[{{"index":0,"value":{i},"op":"SCMP_CMP_EQ"}}]}}"#
+                )
+            })
+            .collect();
+        let text = format!(
+            r#"{{"defaultAction":"SCMP_ACT_ERRNO","architectures":["SCMP_ARCH_X86_64"],"syscalls":[{}]}}"#,
+            groups.join(",")
+        );
+        let f = filters(&text);
+        for _ in 0..2 {
+            let err = f.get(Net::Deny).err().unwrap_or_default();
+            assert!(
+                err.contains("/p/seccomp.json") && err.contains("compiling the seccomp"),
+                "{err}"
+            );
+        }
+    }
 }
