@@ -115,6 +115,8 @@ pub struct Plan {
     /// The whole environment of the tool: `K=V` entries, set on purpose only.
     pub env: Vec<String>,
     pub landlock: LandlockPlan,
+    /// The job's net mode's seccomp programs, in installation order; in the JSON each is
+    /// one base64 string of its raw `sock_filter` bytes (`seccomp::CompiledFilters`).
     pub seccomp: CompiledFilters,
     /// Open files per process.
     pub nofile: u64,

@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 pub const REPORT_FD: i32 = 3;
 /// The job's network namespace when the runner serves its egress (`Plan::join_netns`).
 pub const NETNS_FD: i32 = 4;
-/// The largest plan the init stage accepts (a plan is a few KiB; the seccomp programs
-/// are most of it).
+/// The largest plan the init stage accepts (a plan is a few KiB plus the skill's files:
+/// the preload and the seccomp programs, as base64, are most of a small one).
 const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
 
 /// What the init stage tells the parent, one JSON line each.

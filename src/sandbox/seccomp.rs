@@ -2,8 +2,8 @@
 //!
 //! The policy is data: `policies/seccomp.json`, an OCI runtime-spec (Docker) seccomp profile
 //! with a reason per group. This module parses and checks it and compiles it per net mode
-//! into classic-BPF programs (pure; the plan carries them to the init as JSON), and installs
-//! them (the one effect, the init's last step before execve).
+//! into classic-BPF programs (pure; the plan carries them to the init, each as base64 of its
+//! raw instructions), and installs them (the one effect, the init's last step before execve).
 //!
 //! From groups to filters (seccompiler gives each filter one match action):
 //! 1. every action other than allow (e.g. ERRNO(ENOSYS), ERRNO(EPERM)) makes one filter:
@@ -199,20 +199,45 @@ pub enum CmpOp {
     MaskedEq,
 }
 
-/// The compiled filters for one net mode, in installation order, in a shape the plan can
-/// carry as JSON. An empty list is never valid: [`install`] refuses it.
+/// The compiled filters for one net mode, in installation order. In the plan each program
+/// is one base64 string of its raw `struct sock_filter` array (8 bytes an instruction, see
+/// [`Instruction::to_bytes`]), checked on decoding: a whole number of instructions, 1 to
+/// [`MAX_PROGRAM_LEN`]. An empty list is never valid: [`install`] refuses it.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompiledFilters {
+    #[serde(with = "programs_base64")]
     pub programs: Vec<Vec<Instruction>>,
 }
 
 /// One classic-BPF instruction (`struct sock_filter`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Instruction {
     pub code: u16,
     pub jt: u8,
     pub jf: u8,
     pub k: u32,
+}
+
+/// The size of one `struct sock_filter`.
+pub const INSTRUCTION_BYTES: usize = 8;
+
+impl Instruction {
+    /// `struct sock_filter` as the kernel lays it out on x86_64 (little-endian): code (u16),
+    /// jt (u8), jf (u8), k (u32).
+    pub fn to_bytes(self) -> [u8; INSTRUCTION_BYTES] {
+        let [c0, c1] = self.code.to_le_bytes();
+        let [k0, k1, k2, k3] = self.k.to_le_bytes();
+        [c0, c1, self.jt, self.jf, k0, k1, k2, k3]
+    }
+
+    pub fn from_bytes(b: [u8; INSTRUCTION_BYTES]) -> Instruction {
+        Instruction {
+            code: u16::from_le_bytes([b[0], b[1]]),
+            jt: b[2],
+            jf: b[3],
+            k: u32::from_le_bytes([b[4], b[5], b[6], b[7]]),
+        }
+    }
 }
 
 impl From<&seccompiler::sock_filter> for Instruction {
@@ -233,6 +258,94 @@ impl From<&Instruction> for seccompiler::sock_filter {
             jt: i.jt,
             jf: i.jf,
             k: i.k,
+        }
+    }
+}
+
+/// A program as raw bytes, each instruction in the kernel's layout.
+pub fn program_to_bytes(program: &[Instruction]) -> Vec<u8> {
+    program.iter().flat_map(|i| i.to_bytes()).collect()
+}
+
+/// The inverse of [`program_to_bytes`], refusing what cannot be a program the kernel takes:
+/// a length that is not a whole number of instructions, no instruction, or more than
+/// [`MAX_PROGRAM_LEN`].
+pub fn program_from_bytes(bytes: &[u8]) -> Result<Vec<Instruction>, String> {
+    if bytes.len() % INSTRUCTION_BYTES != 0 {
+        return Err(format!(
+            "{} bytes is not a whole number of {INSTRUCTION_BYTES}-byte instructions",
+            bytes.len()
+        ));
+    }
+    let count = bytes.len() / INSTRUCTION_BYTES;
+    if count == 0 || count > MAX_PROGRAM_LEN {
+        return Err(format!(
+            "{count} instructions (a program has 1 to {MAX_PROGRAM_LEN})"
+        ));
+    }
+    Ok(bytes
+        .chunks_exact(INSTRUCTION_BYTES)
+        .map(|c| Instruction::from_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
+        .collect())
+}
+
+/// `programs` in the plan: a list of base64 strings, one per program.
+mod programs_base64 {
+    use super::{program_from_bytes, program_to_bytes, Instruction, SeccompError};
+    use super::{INSTRUCTION_BYTES, MAX_PROGRAM_LEN};
+    use base64::Engine as _;
+    use serde::de::{Error as _, SeqAccess, Visitor};
+    use serde::ser::SerializeSeq;
+    use serde::{Deserializer, Serializer};
+
+    const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+    pub fn serialize<S: Serializer>(
+        programs: &[Vec<Instruction>],
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(programs.len()))?;
+        for program in programs {
+            seq.serialize_element(&B64.encode(program_to_bytes(program)))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Vec<Instruction>>, D::Error> {
+        d.deserialize_seq(Programs)
+    }
+
+    struct Programs;
+
+    impl<'de> Visitor<'de> for Programs {
+        type Value = Vec<Vec<Instruction>>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a list of seccomp programs, each base64 of its sock_filter bytes")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            // The largest text a program of MAX_PROGRAM_LEN instructions encodes to: anything
+            // longer is refused before it is decoded.
+            let max_text = base64::encoded_len(MAX_PROGRAM_LEN * INSTRUCTION_BYTES, true)
+                .unwrap_or(usize::MAX);
+            let mut programs = Vec::new();
+            while let Some(text) = seq.next_element::<String>()? {
+                let index = programs.len();
+                let bad =
+                    |problem: String| A::Error::custom(SeccompError::BadProgram { index, problem });
+                if text.len() > max_text {
+                    return Err(bad(format!(
+                        "{} base64 characters, more than {MAX_PROGRAM_LEN} instructions",
+                        text.len()
+                    )));
+                }
+                let bytes = B64
+                    .decode(text.as_bytes())
+                    .map_err(|e| bad(format!("not base64: {e}")))?;
+                programs.push(program_from_bytes(&bytes).map_err(bad)?);
+            }
+            Ok(programs)
         }
     }
 }

@@ -220,10 +220,103 @@ fn compiles_for_every_net_mode_within_kernel_limits() {
 
 #[test]
 fn compiled_filters_round_trip_through_plan_json() {
-    let filters = compiled(Net::Public);
-    let json = serde_json::to_string(&filters).unwrap_or_default();
-    let back: Result<CompiledFilters, _> = serde_json::from_str(&json);
-    assert_eq!(back.ok(), Some(filters));
+    for net in NETS {
+        let filters = compiled(net);
+        let json = serde_json::to_string(&filters).unwrap_or_default();
+        let back: Result<CompiledFilters, _> = serde_json::from_str(&json);
+        assert_eq!(back.ok(), Some(filters.clone()), "{}", net.as_str());
+        // Compact: base64 of 8 bytes an instruction, nothing else but the brackets.
+        let instructions: usize = filters.programs.iter().map(Vec::len).sum();
+        let budget = 4 * (instructions * INSTRUCTION_BYTES).div_ceil(3) + 32;
+        assert!(
+            json.len() <= budget,
+            "{} bytes for {instructions} instructions",
+            json.len()
+        );
+    }
+}
+
+/// The bytes in the plan are `struct sock_filter` exactly as the kernel reads it.
+#[test]
+fn a_program_in_the_plan_is_its_raw_sock_filter_bytes() {
+    use base64::Engine as _;
+    assert_eq!(
+        std::mem::size_of::<seccompiler::sock_filter>(),
+        INSTRUCTION_BYTES
+    );
+    let filters = compiled(Net::Deny);
+    let value = serde_json::to_value(&filters).unwrap_or_default();
+    let texts = value["programs"].as_array().cloned().unwrap_or_default();
+    assert_eq!(texts.len(), filters.programs.len(), "{value}");
+    let programs = filters.to_bpf_programs().unwrap_or_default();
+    for (text, program) in texts.iter().zip(&programs) {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(text.as_str().unwrap_or_default())
+            .unwrap_or_default();
+        // SAFETY: sock_filter is a repr(C) struct of plain integers with no padding (2 + 1 +
+        // 1 + 4 bytes, checked above); the slice covers exactly the vector's elements.
+        let raw = unsafe {
+            std::slice::from_raw_parts(
+                program.as_ptr().cast::<u8>(),
+                program.len() * INSTRUCTION_BYTES,
+            )
+        };
+        assert_eq!(decoded, raw);
+    }
+    let one = Instruction {
+        code: 0x0015,
+        jt: 1,
+        jf: 2,
+        k: 0xc000_003e,
+    };
+    assert_eq!(one.to_bytes(), [0x15, 0, 1, 2, 0x3e, 0, 0, 0xc0]);
+    assert_eq!(Instruction::from_bytes(one.to_bytes()), one);
+}
+
+#[test]
+fn a_program_of_a_bad_length_is_refused_on_decoding() {
+    use base64::Engine as _;
+    let b64 = |n: usize| base64::engine::general_purpose::STANDARD.encode(vec![6u8; n]);
+    let decode = |programs: Vec<String>| {
+        serde_json::from_value::<CompiledFilters>(serde_json::json!({ "programs": programs }))
+            .map_err(|e| e.to_string())
+    };
+    let ok = decode(vec![b64(8), b64(8 * MAX_PROGRAM_LEN)]);
+    assert_eq!(
+        ok.map(|f| f.programs.iter().map(Vec::len).collect::<Vec<_>>()),
+        Ok(vec![1, MAX_PROGRAM_LEN])
+    );
+    for (programs, problem) in [
+        (
+            vec![b64(7)],
+            "7 bytes is not a whole number of 8-byte instructions",
+        ),
+        (vec![b64(8), b64(12)], "12 bytes is not a whole number"),
+        (vec![b64(8 * 3 + 1)], "25 bytes is not a whole number"),
+        (
+            vec![String::new()],
+            "0 instructions (a program has 1 to 4096)",
+        ),
+        (
+            vec![b64(8 * (MAX_PROGRAM_LEN + 1))],
+            "more than 4096 instructions",
+        ),
+        (
+            vec![b64(8 * MAX_PROGRAM_LEN + 1)],
+            "32769 bytes is not a whole",
+        ),
+        (vec!["AAAA!AAAAAA=".into()], "not base64"),
+    ] {
+        let index = programs.len() - 1;
+        let err = decode(programs).err().unwrap_or_default();
+        assert!(
+            err.contains(problem) && err.contains(&format!("seccomp program {index} ")),
+            "{problem}: {err}"
+        );
+    }
+    // The plan's old shape (instructions as objects) is not read as a program.
+    let old = serde_json::json!({"programs": [[{"code": 6, "jt": 0, "jf": 0, "k": 0}]]});
+    assert!(serde_json::from_value::<CompiledFilters>(old).is_err());
 }
 
 #[test]
