@@ -5,6 +5,7 @@
 
 mod common;
 mod daemon;
+mod egress;
 mod failclosed;
 mod jobs;
 mod probe;
