@@ -278,6 +278,20 @@ fn print_human(r: &JobResult) {
         };
         println!("stderr:\n{}{more}", r.stderr.trim_end());
     }
+    if !r.egress.is_empty() {
+        println!("egress:");
+        for e in &r.egress {
+            // A name the tool asked for: shown escaped, never as terminal control bytes.
+            println!(
+                "  {} {}:{} (sent {} B, received {} B)",
+                if e.allowed { "allowed" } else { "refused" },
+                e.host.escape_debug(),
+                e.port,
+                e.bytes_out,
+                e.bytes_in
+            );
+        }
+    }
     println!(
         "wall {} ms, cpu {} ms, memory peak {:.1} MiB, net {}, node {}",
         r.wall_ms,
