@@ -6,7 +6,6 @@
 
 const Module = require('module');
 const fs = require('fs');
-const vm = require('vm');
 
 // What the guards below use, taken now: a tool that later patches fs.readFileSync,
 // String.prototype.startsWith or Function.prototype.call changes nothing for them.
@@ -54,11 +53,34 @@ function lock(obj, name, value) {
 }
 
 // 1. vm compiles strings in this or new contexts (new contexts allow eval by default).
-//    Builtins share this exports object, so repl and others lose it too.
-for (const name of Object.keys(vm)) {
-  if (name !== 'constants') lock(vm, name, denied(`vm.${name}`));
+//    Builtins share this exports object, so repl and others lose it too. Loading vm costs
+//    every tool a compile, so with module hooks it is locked when first asked for (the
+//    hooks and process.getBuiltinModule below), and before the builtins that load it
+//    inside Node and keep its functions: repl, and node:test (its snapshots run a file
+//    through vm.runInContext). Node 24.22.3's lib/ loads vm nowhere else a tool can reach
+//    (and elsewhere only to run its own constant strings).
+const getBuiltinModule = process.getBuiltinModule;
+const objectKeys = Object.keys;
+const freeze = Object.freeze;
+let vmLocked = false;
+function lockVm() {
+  // From Node itself, not through require: a tool may have replaced Module._load or
+  // Module.prototype.require to hand this a decoy. (Without getBuiltinModule this runs
+  // before the tool.)
+  const vm = typeof getBuiltinModule === 'function'
+    ? apply(getBuiltinModule, process, ['vm'])
+    : require('vm');
+  const names = objectKeys(vm);
+  for (let i = 0; i < names.length; i++) {
+    if (names[i] !== 'constants') lock(vm, names[i], denied(`vm.${names[i]}`));
+  }
+  freeze(vm);
+  vmLocked = true;
 }
-Object.freeze(vm);
+function loadsVm(url) {
+  return url === 'node:vm' || url === 'node:repl' || url === 'node:test' ||
+    startsWith(url, 'node:test/');
+}
 
 // 2. The CommonJS loader: only a file's own bytes, from /skill, under the original wrapper.
 const compile = Module.prototype._compile;
@@ -114,6 +136,7 @@ if (typeof Module.registerHooks === 'function') Module.registerHooks({
     const r = next(specifier, context);
     if (!allowedUrl(r.url)) denied('importing anything but node: builtins and /skill files')();
     if (!v8Locked && r.url === 'node:v8') lockV8();
+    if (!vmLocked && loadsVm(r.url)) lockVm();
     return r;
   },
   load(url, context, next) {
@@ -122,11 +145,17 @@ if (typeof Module.registerHooks === 'function') Module.registerHooks({
   },
 });
 else lockV8();
+// Without the hooks, or without getBuiltinModule to take vm from Node, vm is locked now.
+if (typeof Module.registerHooks !== 'function' || typeof getBuiltinModule !== 'function') {
+  lockVm();
+}
 // process.getBuiltinModule reaches builtins without the hooks above.
-if (typeof process.getBuiltinModule === 'function') {
-  const getBuiltinModule = process.getBuiltinModule;
+if (typeof getBuiltinModule === 'function') {
   lock(process, 'getBuiltinModule', function guardedGetBuiltinModule(id) {
     if (!v8Locked && (id === 'v8' || id === 'node:v8')) lockV8();
+    if (!vmLocked && typeof id === 'string' && loadsVm(startsWith(id, 'node:') ? id : `node:${id}`)) {
+      lockVm();
+    }
     return apply(getBuiltinModule, process, [id]);
   });
 }
