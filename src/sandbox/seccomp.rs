@@ -20,6 +20,10 @@
 //! which ERRNO beats whatever the order. Stricter groups (TIOCSTI) need no such help. So each
 //! group's action applies to the calls it matches, and the default to the rest, as in OCI.
 //!
+//! Last, [`join`] makes one program of the filters that answers every call as the kernel
+//! answers with them installed in that order: the init installs one filter, and the kernel
+//! runs one program a call. Filters it cannot join stay separate, in that order.
+//!
 //! Extension to the OCI format: `"openvibe_net": ["openvibe-only", "public"]` on a group
 //! limits it to those net modes; a group without it applies in every mode.
 
@@ -50,6 +54,9 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 const BPF_LD_W_ABS: u16 = 0x20;
 const BPF_JMP_JGE_K: u16 = 0x35;
 const BPF_RET_K: u16 = 0x06;
+const BPF_JMP_JA: u16 = 0x05;
+const BPF_CLASS_MASK: u16 = 0x07;
+const BPF_RET_CLASS: u16 = 0x06;
 /// Offset of `nr` in `struct seccomp_data`.
 const SECCOMP_DATA_NR: u32 = 0;
 
@@ -410,9 +417,35 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         .map(|&(_, nr)| nr)
 }
 
-/// Compiles the groups that apply in `net` into filters in installation order: one per
-/// non-allow action, then the allow list.
+/// Compiles the groups that apply in `net`: the filters below, joined into one program
+/// when [`join`] can (the shipped policy's always can), else the filters themselves in
+/// installation order.
 pub fn compile(policy: &SeccompPolicy, net: Net) -> Result<CompiledFilters, SeccompError> {
+    let filters = compile_filters(policy, net)?;
+    let programs = match join(&filters) {
+        Some(one) => vec![one],
+        None => filters.into_iter().map(|f| f.program).collect(),
+    };
+    let compiled = CompiledFilters { programs };
+    compiled
+        .to_bpf_programs()
+        .map_err(|e| SeccompError::Compile {
+            filter: "whole".into(),
+            net: net.as_str(),
+            reason: e.to_string(),
+        })?;
+    Ok(compiled)
+}
+
+/// One filter as the kernel would run it if installed alone: it answers Allow, its own
+/// action, or kills a call of another ABI.
+struct Filter {
+    program: Vec<Instruction>,
+    action: SeccompAction,
+}
+
+/// The filters in installation order: one per non-allow action, then the allow list.
+fn compile_filters(policy: &SeccompPolicy, net: Net) -> Result<Vec<Filter>, SeccompError> {
     validate(policy)?;
     let arch = target_arch()?;
     let default = resolve(policy.default_action, policy.default_errno_ret);
@@ -445,30 +478,84 @@ pub fn compile(policy: &SeccompPolicy, net: Net) -> Result<CompiledFilters, Secc
         }
     }
 
-    let mut programs = Vec::with_capacity(1 + others.len());
+    let mut filters = Vec::with_capacity(1 + others.len());
     for (action, set) in others {
         let name = action_label(&action);
-        programs.push(build(set, SeccompAction::Allow, action, arch, &name, net)?);
+        let program = build(set, SeccompAction::Allow, action.clone(), arch, &name, net)?;
+        filters.push(Filter { program, action });
     }
     let mut allow_list = x32_guard();
     allow_list.extend(build(
         allow,
-        default,
+        default.clone(),
         SeccompAction::Allow,
         arch,
         "allow-list",
         net,
     )?);
-    programs.push(allow_list);
-    let compiled = CompiledFilters { programs };
-    compiled
-        .to_bpf_programs()
-        .map_err(|e| SeccompError::Compile {
-            filter: "whole".into(),
-            net: net.as_str(),
-            reason: e.to_string(),
-        })?;
-    Ok(compiled)
+    filters.push(Filter {
+        program: allow_list,
+        action: default,
+    });
+    Ok(filters)
+}
+
+/// Joins filters (installation order) into one program that gives every call the answer
+/// the kernel gives with the filters installed one by one, or `None` if a program is not
+/// of the shape this relies on.
+///
+/// The kernel runs every filter and keeps the strictest answer, the newest filter's between
+/// equally strict ones. Each filter answers Allow, its own action, or KILL_PROCESS (the
+/// arch check every seccompiler program opens with, the same in all; the x32 guard, which
+/// goes first of all). So, with the filters ordered strictest action first and newest first
+/// among equals, the kernel's answer is that of the first filter in this order that does
+/// not allow the call: the joined program runs them in this order, each Allow of a filter
+/// but the last becoming a jump to the next filter.
+fn join(filters: &[Filter]) -> Option<Vec<Instruction>> {
+    if filters.len() < 2 {
+        return None;
+    }
+    let guard = x32_guard();
+    let mut order: Vec<usize> = (0..filters.len()).collect();
+    order.sort_by_key(|&i| (precedence(&filters[i].action), std::cmp::Reverse(i)));
+    let mut joined = guard.clone();
+    for (n, &i) in order.iter().enumerate() {
+        let filter = &filters[i];
+        let action = u32::from(filter.action.clone());
+        if action == libc::SECCOMP_RET_ALLOW {
+            return None;
+        }
+        let body = filter
+            .program
+            .strip_prefix(guard.as_slice())
+            .unwrap_or(&filter.program);
+        let last = n + 1 == order.len();
+        for (at, ins) in body.iter().enumerate() {
+            if ins.code & BPF_CLASS_MASK != BPF_RET_CLASS {
+                joined.push(*ins);
+                continue;
+            }
+            if ins.code != BPF_RET_K {
+                return None;
+            }
+            match ins.k {
+                libc::SECCOMP_RET_ALLOW if !last => joined.push(Instruction {
+                    code: BPF_JMP_JA,
+                    jt: 0,
+                    jf: 0,
+                    k: u32::try_from(body.len() - at - 1).ok()?,
+                }),
+                k if k == libc::SECCOMP_RET_ALLOW
+                    || k == action
+                    || k == libc::SECCOMP_RET_KILL_PROCESS =>
+                {
+                    joined.push(*ins)
+                }
+                _ => return None,
+            }
+        }
+    }
+    (joined.len() <= MAX_PROGRAM_LEN).then_some(joined)
 }
 
 /// Installs the filters on every thread of the calling process, in order. The init calls it
