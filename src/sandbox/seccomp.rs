@@ -33,8 +33,9 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 #[cfg(test)]
 mod tests;
@@ -411,10 +412,17 @@ pub fn parse_policy(text: &str) -> Result<SeccompPolicy, SeccompError> {
 /// The x86_64 number of a system call, from libc's `SYS_*` constants; `None` for a name
 /// this build does not know (or on another architecture).
 pub fn syscall_number(name: &str) -> Option<i64> {
-    SYSCALLS
-        .iter()
-        .find(|(constant, _)| constant.strip_prefix("SYS_") == Some(name))
-        .map(|&(_, nr)| nr)
+    // Indexed once: checking and compiling the policy look up every name it lists.
+    static BY_NAME: OnceLock<HashMap<&'static str, i64>> = OnceLock::new();
+    BY_NAME
+        .get_or_init(|| {
+            SYSCALLS
+                .iter()
+                .filter_map(|&(constant, nr)| Some((constant.strip_prefix("SYS_")?, nr)))
+                .collect()
+        })
+        .get(name)
+        .copied()
 }
 
 /// Compiles the groups that apply in `net`: the filters below, joined into one program
