@@ -1,7 +1,9 @@
 //! The sandbox's cost, measured against bare Node in the same run (the machine is shared
 //! and noisy, so only ratios mean anything). Run as root: `cargo bench --bench overhead`
 //! (N=200 by default; `OVERHEAD_N=50` for a quick look). It builds the release binary
-//! first through cargo.
+//! first through cargo. `OVERHEAD_BASE_BIN=<another openvibe-skill-runner>` (say, a build
+//! of an older commit) adds that binary's `run-job`, interleaved with the others, and the
+//! ratio of the two: a before/after comparison the machine's drift between runs cannot skew.
 //!
 //! Bare: `node tool.js < input.json`. Sandboxed: `openvibe-skill-runner run-job job.json`
 //! (a whole CLI start, job validation, input layout, cgroup, namespaces, landlock, seccomp,
@@ -136,19 +138,28 @@ fn main() {
     let job_path = tmp.path().join("job.json");
     std::fs::write(&job_path, serde_json::to_vec(&job).expect("json")).expect("job");
     let state = tmp.path().join("state");
+    let base = std::env::var_os("OVERHEAD_BASE_BIN").map(PathBuf::from);
+    let base_state = tmp.path().join("base-state");
 
-    // Warm both paths (page cache, runtime record) before measuring.
+    // Warm every path (page cache, runtime record) before measuring.
     for _ in 0..5 {
         run_bare(&node, &dir);
         run_sandboxed(&bin, &state, &job_path);
+        if let Some(base) = &base {
+            run_sandboxed(base, &base_state, &job_path);
+        }
     }
-    // Interleave so that noise on the machine hits all three alike.
+    // Interleave so that noise on the machine hits all of them alike.
     let flags = runner_flags(&dir);
     let (mut bare, mut flagged, mut boxed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut base_boxed = Vec::new();
     for _ in 0..n {
         bare.push(run_bare(&node, &dir));
         flagged.push(run_node(&node, &dir, &flags));
         boxed.push(run_sandboxed(&bin, &state, &job_path));
+        if let Some(base) = &base {
+            base_boxed.push(run_sandboxed(base, &base_state, &job_path));
+        }
     }
     let (bm, bp) = stats(bare);
     let (fm, fp) = stats(flagged);
@@ -167,13 +178,50 @@ fn main() {
         sm / fm,
         sp / fp
     );
+    if !base_boxed.is_empty() {
+        let (om, op) = stats(base_boxed);
+        println!("  run-job of the base bin   median {om:7.2} ms   p95 {op:7.2} ms");
+        println!(
+            "  run-job / base bin's      median {:7.3}      p95 {:7.3}",
+            sm / om,
+            sp / op
+        );
+        println!(
+            "  base bin's / bare node    median {:7.3}      p95 {:7.3}",
+            om / bm,
+            op / bp
+        );
+    }
     let tb = throughput(n, 2, || run_bare(&node, &dir));
     let tf = throughput(n, 2, || run_node(&node, &dir, &flags));
-    let ts = throughput(n, 2, || run_sandboxed(&bin, &state, &job_path));
+    let (ts, to) = match &base {
+        None => (
+            throughput(n, 2, || run_sandboxed(&bin, &state, &job_path)),
+            None,
+        ),
+        // In alternating rounds, so that drift hits both binaries alike.
+        Some(base) => {
+            let (rounds, per) = (4, n.div_ceil(4));
+            let mut secs = [0.0f64; 2];
+            for _ in 0..rounds {
+                secs[0] +=
+                    per as f64 / throughput(per, 2, || run_sandboxed(&bin, &state, &job_path));
+                secs[1] +=
+                    per as f64 / throughput(per, 2, || run_sandboxed(base, &base_state, &job_path));
+            }
+            let jobs = (rounds * per) as f64;
+            (jobs / secs[0], Some(jobs / secs[1]))
+        }
+    };
     println!("concurrency 2, {n} jobs:");
     println!("  bare node                 {tb:7.1} jobs/s");
     println!("  node + the runner's flags {tf:7.1} jobs/s");
     println!("  run-job (sandboxed)       {ts:7.1} jobs/s");
     println!("  run-job / bare node       {:7.3}", ts / tb);
     println!("  run-job / flagged node    {:7.3}", ts / tf);
+    if let Some(to) = to {
+        println!("  run-job of the base bin   {to:7.1} jobs/s");
+        println!("  run-job / base bin's      {:7.3}", ts / to);
+        println!("  base bin's / bare node    {:7.3}", to / tb);
+    }
 }
