@@ -139,7 +139,7 @@ fn networked_modes_run_a_tool_that_uses_no_network() {
         j["net"] = json!(net);
         let r = state.run_job(&j);
         assert_status(&r, "ok", None);
-        assert_eq!(r["output"], json!({"n": 1}));
+        assert_eq!(r["output"], json!({"got": {"n": 1}}));
         assert_eq!(r["net"], net);
         assert_eq!(r["egress"], json!([]), "no attempt, no record");
     }

@@ -129,7 +129,12 @@ function allowedUrl(url) {
 let v8Locked = false;
 function lockV8() {
   v8Locked = true;
-  lock(require('v8'), 'setFlagsFromString', denied('v8.setFlagsFromString'));
+  // From the copy of getBuiltinModule taken at start, never through require: a tool may
+  // have replaced Module.prototype.require to hand this a decoy to lock instead.
+  const v8 = typeof getBuiltinModule === 'function'
+    ? apply(getBuiltinModule, process, ['v8'])
+    : require('v8');
+  lock(v8, 'setFlagsFromString', denied('v8.setFlagsFromString'));
 }
 if (typeof Module.registerHooks === 'function') Module.registerHooks({
   resolve(specifier, context, next) {
