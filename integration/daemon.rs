@@ -318,10 +318,33 @@ fn the_daemon_runs_jobs_over_its_socket() {
     assert_eq!(info["ready"], true, "{info}");
     assert_eq!(info["node"], "v24.22.3");
     assert_eq!(info["capacity"], json!({"max_jobs": 1, "queue_len": 1}));
+    assert_eq!(
+        info["caps"]["nets"],
+        json!(["deny", "openvibe-only", "public"]),
+        "{info}"
+    );
+    assert_eq!(
+        info["egress"],
+        json!({"openvibe_only_allow": ["openvibe.services"], "problem": null}),
+        "{info}"
+    );
     assert!(
         info["kernel"]["landlock_abi"].as_i64().unwrap_or(0) >= 1,
         "{info}"
     );
+
+    // A job with egress, through the daemon: its own namespace and DNS responder.
+    let mut j = job(
+        "dtest-run-egress",
+        "require('dns').lookup('api.openvibe.services',(e,a)=>process.stdout.write(JSON.stringify(e?e.code:a)))",
+        10_000,
+    );
+    j["net"] = json!("openvibe-only");
+    let r = d.post_wait(&j);
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], "198.18.0.1", "{r}");
+    assert_eq!(r["net"], "openvibe-only");
+    assert_eq!(r["egress"], json!([]), "{r}");
 
     // A real skill, waited for.
     let r = d.post_wait(&word_count("dtest-run-wc", "one two three"));

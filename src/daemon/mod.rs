@@ -352,6 +352,15 @@ struct Capacity {
     queue_len: usize,
 }
 
+/// What `openvibe-only` and `public` jobs may reach here.
+#[derive(Serialize)]
+struct EgressInfo {
+    /// The `openvibe-only` allow list (each entry and its subdomains).
+    openvibe_only_allow: Vec<String>,
+    /// Why jobs with egress cannot run (for example no upstream DNS); none when they can.
+    problem: Option<String>,
+}
+
 #[derive(Serialize)]
 pub struct Info {
     artifact: &'static str,
@@ -365,6 +374,7 @@ pub struct Info {
     running: usize,
     queued: usize,
     caps: Caps,
+    egress: Option<EgressInfo>,
     kernel: Kernel,
 }
 
@@ -406,8 +416,17 @@ pub fn info(jobs: &Jobs) -> Info {
             stdout_max_bytes: job::STDOUT_CAP,
             stderr_kept_bytes: job::STDERR_KEEP,
             request_max_bytes: http::MAX_BODY_BYTES,
-            nets: vec!["deny"],
+            nets: match jobs.engine() {
+                Some(e) if e.egress().problem().is_none() => {
+                    vec!["deny", "openvibe-only", "public"]
+                }
+                _ => vec!["deny"],
+            },
         },
+        egress: jobs.engine().map(|e| EgressInfo {
+            openvibe_only_allow: e.egress().policy().allow.clone(),
+            problem: e.egress().problem().map(str::to_string),
+        }),
         kernel: Kernel {
             layers,
             landlock_features: features,
