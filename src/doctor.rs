@@ -165,7 +165,7 @@ fn egress_check(config: &Config) -> Check {
     }
     let egress = crate::egress::proxy::Egress::new(policy, &config.runner.dns_servers);
     if let Some(problem) = egress.problem() {
-        return check("egress", false, problem.to_string(), fix);
+        return check("egress", false, problem, fix);
     }
     let upstream = if config.runner.dns_servers.is_empty() {
         "the host's /etc/resolv.conf".to_string()

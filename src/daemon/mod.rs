@@ -425,7 +425,7 @@ pub fn info(jobs: &Jobs) -> Info {
         },
         egress: jobs.engine().map(|e| EgressInfo {
             openvibe_only_allow: e.egress().policy().allow.clone(),
-            problem: e.egress().problem().map(str::to_string),
+            problem: e.egress().problem(),
         }),
         kernel: Kernel {
             layers,

@@ -30,8 +30,10 @@
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use hickory_resolver::config::{
@@ -73,10 +75,27 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
 
+/// The host's resolver configuration, when `runner.dns_servers` is empty.
+pub const RESOLV_CONF: &str = "/etc/resolv.conf";
+
 /// Egress for the whole runner: the policy and the upstream resolver.
 pub struct Egress {
     policy: Arc<EgressPolicy>,
-    resolver: Result<Arc<TokioResolver>, String>,
+    upstream: Upstream,
+}
+
+type Built = Result<Arc<TokioResolver>, String>;
+
+/// Where the proxy's resolver comes from.
+enum Upstream {
+    /// `runner.dns_servers`: built once.
+    Fixed(Built),
+    /// The host's resolv.conf: read at each job's start and rebuilt when its bytes changed
+    /// (a Link's DNS servers may change while the daemon runs: DHCP, a VPN).
+    System {
+        path: PathBuf,
+        last: Mutex<(Option<Vec<u8>>, Built)>,
+    },
 }
 
 /// Why a job's egress could not start.
@@ -101,26 +120,40 @@ pub fn parse_dns_server(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
-fn build_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
-    let mut builder = if dns_servers.is_empty() {
-        TokioResolver::builder_tokio().map_err(|e| {
-            format!("the host's DNS configuration (/etc/resolv.conf) cannot be read: {e}; set runner.dns_servers")
-        })?
-    } else {
-        let mut servers = Vec::new();
-        for text in dns_servers {
-            let addr = parse_dns_server(text)?;
-            let mut udp = ConnectionConfig::udp();
-            udp.port = addr.port();
-            let mut tcp = ConnectionConfig::tcp();
-            tcp.port = addr.port();
-            servers.push(NameServerConfig::new(addr.ip(), true, vec![udp, tcp]));
-        }
-        TokioResolver::builder_with_config(
-            ResolverConfig::from_name_servers(servers),
-            TokioRuntimeProvider::default(),
+fn fixed_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
+    let mut servers = Vec::new();
+    for text in dns_servers {
+        let addr = parse_dns_server(text)?;
+        let mut udp = ConnectionConfig::udp();
+        udp.port = addr.port();
+        let mut tcp = ConnectionConfig::tcp();
+        tcp.port = addr.port();
+        servers.push(NameServerConfig::new(addr.ip(), true, vec![udp, tcp]));
+    }
+    finish_resolver(ResolverConfig::from_name_servers(servers))
+}
+
+fn system_resolver(path: &Path, text: &[u8]) -> Result<TokioResolver, String> {
+    let (config, _) = hickory_resolver::system_conf::parse_resolv_conf(text).map_err(|e| {
+        format!(
+            "the host's DNS configuration {} cannot be used: {e}; set runner.dns_servers",
+            path.display()
         )
-    };
+    })?;
+    if config.name_servers().is_empty() {
+        return Err(format!(
+            "the host's DNS configuration {} names no server; set runner.dns_servers",
+            path.display()
+        ));
+    }
+    // Only its servers: no search domains (names are asked fully qualified anyway).
+    finish_resolver(ResolverConfig::from_name_servers(
+        config.name_servers().to_vec(),
+    ))
+}
+
+fn finish_resolver(config: ResolverConfig) -> Result<TokioResolver, String> {
+    let mut builder = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
     let opts = builder.options_mut();
     opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
     opts.use_hosts_file = ResolveHosts::Never;
@@ -133,28 +166,77 @@ fn build_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
 }
 
 impl Egress {
-    /// The resolver is built now; if it cannot be, jobs that need egress end `internal` with
-    /// the reason and `deny` jobs still run.
+    /// With `dns_servers` the resolver is built now; without, from the host's resolv.conf,
+    /// now and again whenever that file changes. If it cannot be built, jobs that need egress
+    /// end `internal` with the reason and `deny` jobs still run.
     pub fn new(policy: EgressPolicy, dns_servers: &[String]) -> Egress {
-        Egress {
-            policy: Arc::new(policy),
-            resolver: build_resolver(dns_servers).map(Arc::new),
+        if dns_servers.is_empty() {
+            Egress::with_resolv_conf(policy, Path::new(RESOLV_CONF))
+        } else {
+            Egress {
+                policy: Arc::new(policy),
+                upstream: Upstream::Fixed(fixed_resolver(dns_servers).map(Arc::new)),
+            }
         }
+    }
+
+    /// Resolving with the servers of the resolv.conf at `path`.
+    pub fn with_resolv_conf(policy: EgressPolicy, path: &Path) -> Egress {
+        let egress = Egress {
+            policy: Arc::new(policy),
+            upstream: Upstream::System {
+                path: path.to_path_buf(),
+                last: Mutex::new((None, Err("not read yet".into()))),
+            },
+        };
+        let _ = egress.resolver();
+        egress
     }
 
     pub fn policy(&self) -> &EgressPolicy {
         &self.policy
     }
 
+    /// The resolver for a job starting now.
+    fn resolver(&self) -> Built {
+        match &self.upstream {
+            Upstream::Fixed(built) => built.clone(),
+            Upstream::System { path, last } => {
+                let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
+                match std::fs::read(path) {
+                    Err(e) => {
+                        *last = (
+                            None,
+                            Err(format!(
+                                "the host's DNS configuration {} cannot be read: {e}; set runner.dns_servers",
+                                path.display()
+                            )),
+                        );
+                    }
+                    Ok(text) => {
+                        if last.0.as_deref() != Some(text.as_slice()) {
+                            let built = system_resolver(path, &text).map(Arc::new);
+                            if built.is_ok() && last.0.is_some() {
+                                tracing::info!(path = %path.display(), "DNS configuration changed; egress uses its new servers");
+                            }
+                            *last = (Some(text), built);
+                        }
+                    }
+                }
+                last.1.clone()
+            }
+        }
+    }
+
     /// Whether egress jobs can run, and if not why.
-    pub fn problem(&self) -> Option<&str> {
-        self.resolver.as_ref().err().map(String::as_str)
+    pub fn problem(&self) -> Option<String> {
+        self.resolver().err()
     }
 
     /// Creates one job's network namespace and starts serving it. The clock of the job's
     /// egress budgets starts now.
     pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, StartError> {
-        let resolver = self.resolver.clone().map_err(StartError::Resolver)?;
+        let resolver = self.resolver().map_err(StartError::Resolver)?;
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
             .await
@@ -657,6 +739,48 @@ mod tests {
             let e = parse_dns_server(bad).unwrap_err();
             assert!(e.contains("runner.dns_servers"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_hosts_resolver_follows_its_resolv_conf() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("resolv.conf");
+        std::fs::write(&path, "search corp.example\nnameserver 192.0.2.1\n").unwrap();
+        let egress = Egress::with_resolv_conf(EgressPolicy::shipped(), &path);
+        assert_eq!(egress.problem(), None);
+        let first = egress.resolver().unwrap();
+        assert!(
+            Arc::ptr_eq(&first, &egress.resolver().unwrap()),
+            "same file, same resolver"
+        );
+        std::fs::write(&path, "nameserver 192.0.2.2\n").unwrap();
+        let second = egress.resolver().unwrap();
+        assert!(
+            !Arc::ptr_eq(&first, &second),
+            "a changed file is read again"
+        );
+        std::fs::write(&path, "# no server\n").unwrap();
+        let none = egress.problem().unwrap();
+        assert!(
+            none.contains("resolv.conf") && none.contains("runner.dns_servers"),
+            "{none}"
+        );
+        std::fs::remove_file(&path).unwrap();
+        let gone = egress.problem().unwrap();
+        assert!(
+            gone.contains("cannot be read") && gone.contains("runner.dns_servers"),
+            "{gone}"
+        );
+        std::fs::write(&path, "nameserver 192.0.2.3\n").unwrap();
+        assert_eq!(egress.problem(), None, "back once the file is");
+    }
+
+    #[test]
+    fn fixed_servers_are_used_as_given() {
+        let egress = Egress::new(EgressPolicy::shipped(), &["192.0.2.53:5353".to_string()]);
+        assert_eq!(egress.problem(), None);
+        let bad = Egress::new(EgressPolicy::shipped(), &["dns.example".to_string()]);
+        assert!(bad.problem().unwrap().contains("runner.dns_servers"));
     }
 
     #[test]
