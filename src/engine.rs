@@ -318,7 +318,7 @@ impl Engine {
         };
         // A job with egress gets the namespace the runner serves; it is made last, right
         // before the tool starts, so the egress clock starts with the job.
-        let egress: Option<JobEgress> = if job.net == Net::Deny {
+        let egress: Option<JobEgress> = if !plan.join_netns {
             None
         } else {
             match self.egress.start(&job.job_id, job.net).await {

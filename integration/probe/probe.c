@@ -822,33 +822,29 @@ static int send_mode(const char *name) {
 
 /* ---- net: the routes out, tried natively (the job's net mode decides what answers) ---- */
 
-static long tcp_connect4(uint32_t addr, uint16_t port) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+/* One TCP connect with a 2 s bound; the socket is closed, errno kept. */
+static long tcp_connect(int family, const struct sockaddr *a, socklen_t alen) {
+    int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(addr)}};
     struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    long r = connect(fd, (struct sockaddr *)&a, sizeof a);
+    long r = connect(fd, a, alen);
     int e = errno;
     close(fd);
     errno = e;
     return r;
 }
 
+static long tcp_connect4(uint32_t addr, uint16_t port) {
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(addr)}};
+    return tcp_connect(AF_INET, (struct sockaddr *)&a, sizeof a);
+}
+
 static long tcp_connect6(const uint8_t addr[16], uint16_t port) {
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
     struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_port = htons(port)};
     memcpy(&a.sin6_addr, addr, 16);
-    struct timeval tv = {.tv_sec = 2, .tv_usec = 0};
-    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-    long r = connect(fd, (struct sockaddr *)&a, sizeof a);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return r;
+    return tcp_connect(AF_INET6, (struct sockaddr *)&a, sizeof a);
 }
 
 /* A UDP datagram to addr:port and a wait of at most 300 ms for any answer: the return is

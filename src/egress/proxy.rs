@@ -74,6 +74,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// How long `finish` waits for the job's tasks to end once told to stop.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
+/// How long a listener rests after a failed accept.
+const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 
 /// The host's resolver configuration, when `runner.dns_servers` is empty.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
@@ -107,6 +109,8 @@ pub enum StartError {
     Namespace(#[from] netns::NetnsError),
     #[error("cannot serve the job's network namespace: {0}")]
     Serve(io::Error),
+    #[error("cannot read the host's own addresses, which no job may reach: {0}")]
+    OwnAddresses(io::Error),
 }
 
 /// Parses one `runner.dns_servers` entry: `IP` or `IP:port` (`[v6]:port`).
@@ -237,6 +241,7 @@ impl Egress {
     /// egress budgets starts now.
     pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, StartError> {
         let resolver = self.resolver().map_err(StartError::Resolver)?;
+        let own = own_networks().map_err(StartError::OwnAddresses)?;
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
             .await
@@ -249,7 +254,7 @@ impl Egress {
             job_id: job_id.to_string(),
             net,
             policy: self.policy.clone(),
-            own: own_networks(),
+            own,
             table: NameTable::new(self.policy.dns.max_names),
             recorder: recorder.clone(),
             resolver,
@@ -365,12 +370,10 @@ impl JobState {
 }
 
 /// The Link's own addresses and networks, as configured in the runner's network namespace.
-pub fn own_networks() -> Vec<IpNet> {
+/// An error, never a shorter list: without them a job could reach the Link's own network.
+pub fn own_networks() -> io::Result<Vec<IpNet>> {
     let mut nets = Vec::new();
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        tracing::error!("cannot read the host's addresses; only the policy's ranges are denied");
-        return nets;
-    };
+    let addrs = nix::ifaddrs::getifaddrs().map_err(io::Error::from)?;
     for a in addrs {
         let Some(addr) = a.address.as_ref().and_then(ip_of) else {
             continue;
@@ -392,7 +395,7 @@ pub fn own_networks() -> Vec<IpNet> {
             nets.push(host);
         }
     }
-    nets
+    Ok(nets)
 }
 
 fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
@@ -416,7 +419,10 @@ async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
             }
             r = socket.recv_from(&mut buf) => match r {
                 Ok(x) => x,
-                Err(_) => continue,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
             },
         };
         if let Some(packet) = job.answer(&buf[..n]) {
@@ -447,34 +453,50 @@ fn drain_queue(listener: &TcpListener) -> Vec<TcpStream> {
     }
 }
 
-async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
+/// Takes the listener's connections until the job ends (then what is still queued) and
+/// hands each to `handle`. After an accept error (descriptors exhausted, say) it waits a
+/// moment rather than spinning.
+async fn accept_loop<F, Fut>(job: Arc<JobState>, listener: TcpListener, handle: F)
+where
+    F: Fn(Arc<JobState>, TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     loop {
         let conns = tokio::select! {
             _ = job.stop.cancelled() => return,
             _ = job.closing.cancelled() => drain_queue(&listener),
             r = listener.accept() => match r {
                 Ok((c, _)) => vec![c],
-                Err(_) => continue,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
             },
         };
         for conn in conns {
-            let Ok(permit) = job.connections.clone().try_acquire_owned() else {
-                drop(conn);
-                continue;
-            };
-            let j = job.clone();
-            job.tracker.spawn(async move {
-                tokio::select! {
-                    _ = j.stop.cancelled() => {}
-                    _ = dns_tcp_connection(&j, conn) => {}
-                }
-                drop(permit);
-            });
+            handle(job.clone(), conn).await;
         }
         if job.closing.is_cancelled() {
             return;
         }
     }
+}
+
+async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
+    accept_loop(job, listener, |job, conn| async move {
+        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+            return;
+        };
+        let j = job.clone();
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                _ = dns_tcp_connection(&j, conn) => {}
+            }
+            drop(permit);
+        });
+    })
+    .await
 }
 
 async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
@@ -508,22 +530,10 @@ async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
 }
 
 async fn serve_proxy(job: Arc<JobState>, listener: TcpListener, port: u16) {
-    loop {
-        let conns = tokio::select! {
-            _ = job.stop.cancelled() => return,
-            _ = job.closing.cancelled() => drain_queue(&listener),
-            r = listener.accept() => match r {
-                Ok((c, _)) => vec![c],
-                Err(_) => continue,
-            },
-        };
-        for conn in conns {
-            accept_one(&job, conn, port).await;
-        }
-        if job.closing.is_cancelled() {
-            return;
-        }
-    }
+    accept_loop(job, listener, |job, conn| async move {
+        accept_one(&job, conn, port).await
+    })
+    .await
 }
 
 async fn accept_one(job: &Arc<JobState>, conn: TcpStream, port: u16) {
@@ -785,7 +795,7 @@ mod tests {
 
     #[test]
     fn own_networks_hold_loopback() {
-        let nets = own_networks();
+        let nets = own_networks().unwrap();
         assert!(
             nets.iter()
                 .any(|n| n.contains(&IpAddr::from([127, 0, 0, 1]))),
