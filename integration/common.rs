@@ -165,8 +165,57 @@ pub fn parse_result(stdout: &[u8]) -> Value {
     serde_json::from_str(line).unwrap_or_else(|e| panic!("result is not JSON ({e}): {text}"))
 }
 
-/// Processes running as a sandbox uid: none may be left once every job has ended.
-pub fn sandbox_processes() -> Vec<(i32, u64)> {
+/// A process running as a sandbox uid, and the cgroup paths it is in (one per hierarchy).
+pub struct SandboxProcess {
+    pub pid: i32,
+    pub uid: u64,
+    pub cgroups: Vec<String>,
+}
+
+impl std::fmt::Display for SandboxProcess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "pid {} uid {} in {}",
+            self.pid,
+            self.uid,
+            self.cgroups.join(", ")
+        )
+    }
+}
+
+impl SandboxProcess {
+    /// The name of the job cgroup it is in (`<job_id>.<runner pid>.<seq>`), if any.
+    fn job_cgroup_names(&self) -> impl Iterator<Item = &str> {
+        self.cgroups
+            .iter()
+            .filter_map(|path| path.rsplit('/').next())
+            .filter(|name| is_job_cgroup_name(name))
+    }
+
+    /// In a job cgroup of a job whose id starts with `prefix`.
+    pub fn belongs_to(&self, prefix: &str) -> bool {
+        self.job_cgroup_names().any(|name| name.starts_with(prefix))
+    }
+
+    /// In no job cgroup at all: a process that left its job's cgroup, whoever's job it was.
+    pub fn escaped(&self) -> bool {
+        self.job_cgroup_names().next().is_none()
+    }
+}
+
+/// `<job_id>.<pid>.<seq>`, the names the runner gives job cgroups.
+fn is_job_cgroup_name(name: &str) -> bool {
+    let mut parts = name.rsplitn(3, '.');
+    let seq = parts.next().unwrap_or("");
+    let pid = parts.next().unwrap_or("");
+    let id = parts.next().unwrap_or("");
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    !id.is_empty() && digits(pid) && digits(seq)
+}
+
+/// Every process on the host running as a sandbox uid, this suite's or another runner's.
+pub fn all_sandbox_processes() -> Vec<SandboxProcess> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;
@@ -178,20 +227,37 @@ pub fn sandbox_processes() -> Vec<(i32, u64)> {
         let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
             continue;
         };
-        for line in status.lines() {
-            if let Some(rest) = line.strip_prefix("Uid:") {
-                let uid: u64 = rest
-                    .split_whitespace()
-                    .next()
-                    .and_then(|u| u.parse().ok())
-                    .unwrap_or(0);
-                if uid >= SANDBOX_UID_BASE && uid < u32::MAX as u64 {
-                    found.push((pid, uid));
-                }
-            }
+        let uid: u64 = status
+            .lines()
+            .find_map(|line| line.strip_prefix("Uid:"))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|u| u.parse().ok())
+            .unwrap_or(0);
+        if uid < SANDBOX_UID_BASE || uid >= u32::MAX as u64 {
+            continue;
         }
+        let Ok(cgroup) = std::fs::read_to_string(e.path().join("cgroup")) else {
+            // Gone between the two reads.
+            continue;
+        };
+        let cgroups = cgroup
+            .lines()
+            .filter_map(|line| line.splitn(3, ':').nth(2))
+            .map(str::to_owned)
+            .collect();
+        found.push(SandboxProcess { pid, uid, cgroups });
     }
     found
+}
+
+/// Processes of this test's jobs (ids starting with `prefix`), and any sandbox process
+/// that is in no job cgroup at all (an escape, whichever runner started it). Processes of
+/// other runners' jobs on the same host are not this test's business.
+pub fn sandbox_processes(prefix: &str) -> Vec<SandboxProcess> {
+    all_sandbox_processes()
+        .into_iter()
+        .filter(|p| p.belongs_to(prefix) || p.escaped())
+        .collect()
 }
 
 /// Job cgroups of jobs whose id starts with `prefix` still on the host.
@@ -220,25 +286,28 @@ pub fn assert_status(result: &Value, status: &str, reason: Option<&str>) {
 
 static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Tests take turns on the host so that "no sandbox process is left" means this test's.
+/// Tests of this suite take turns on the host: timing-sensitive cases (bombs, the load
+/// test) do not share the machine's two cores with each other.
 pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
     HOST.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// After a test: no process of any sandbox uid, no cgroup of its jobs.
+/// After a test: no process of its jobs (nor any escaped sandbox process), no cgroup of
+/// its jobs.
 pub fn assert_host_clean(job_prefix: &str) {
     // The kernel may take a moment to reap the last killed process.
-    let mut procs = sandbox_processes();
+    let mut procs = sandbox_processes(job_prefix);
     for _ in 0..50 {
         if procs.is_empty() {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
-        procs = sandbox_processes();
+        procs = sandbox_processes(job_prefix);
     }
+    let shown: Vec<String> = procs.iter().map(ToString::to_string).collect();
     assert!(
         procs.is_empty(),
-        "sandbox processes left running: {procs:?}"
+        "sandbox processes left running: {shown:?}"
     );
     let cgroups = leftover_cgroups(job_prefix);
     assert!(cgroups.is_empty(), "job cgroups left behind: {cgroups:?}");

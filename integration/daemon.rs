@@ -490,7 +490,7 @@ fn kill_9_mid_job_then_restart_leaves_nothing_and_ends_the_job_internal() {
     d.wait_state("dtest-k9-b", "running");
     // Both sandboxes are up before the kill.
     let started = Instant::now();
-    while sandbox_processes().len() < 2 {
+    while sandbox_processes("dtest-k9").len() < 2 {
         assert!(
             started.elapsed() < Duration::from_secs(10),
             "no sandbox started"
