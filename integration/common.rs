@@ -1,7 +1,6 @@
 //! What every integration test needs: the binary, a state directory of its own, and the
 //! checks that nothing was left on the host.
 
-use openvibe_skill_runner::sandbox::cgroup::CgroupHost;
 use serde_json::Value;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -260,18 +259,49 @@ pub fn sandbox_processes(prefix: &str) -> Vec<SandboxProcess> {
         .collect()
 }
 
-/// Job cgroups of jobs whose id starts with `prefix` still on the host.
+/// Job cgroups of jobs whose id starts with `prefix` still on the host, in any cgroup
+/// hierarchy. Read-only: it walks the cgroup mounts rather than detecting the runner's
+/// placement, which may move the calling process.
 pub fn leftover_cgroups(prefix: &str) -> Vec<PathBuf> {
-    let host = CgroupHost::detect(None).expect("cgroups detect");
-    host.leftovers()
-        .expect("list cgroups")
-        .into_iter()
-        .filter(|p| {
-            p.file_name()
-                .map(|n| n.to_string_lossy().starts_with(prefix))
-                .unwrap_or(false)
-        })
-        .collect()
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    let mut found = Vec::new();
+    for line in mountinfo.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let Some(sep) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let fstype = fields.get(sep + 1).copied().unwrap_or("");
+        if fstype != "cgroup" && fstype != "cgroup2" {
+            continue;
+        }
+        if let Some(mountpoint) = fields.get(4) {
+            walk_for_jobs(Path::new(mountpoint), prefix, 0, &mut found);
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
+}
+
+fn walk_for_jobs(dir: &Path, prefix: &str, depth: usize, found: &mut Vec<PathBuf>) {
+    // Job cgroups sit a few levels down (a slice, a scope, the runner's parent, jobs/).
+    if depth > 12 {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.filter_map(Result::ok) {
+        if !entry.file_type().map(|t| t.is_dir()).unwrap_or(false) {
+            continue;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(prefix) && is_job_cgroup_name(&name) {
+            found.push(entry.path());
+        } else {
+            walk_for_jobs(&entry.path(), prefix, depth + 1, found);
+        }
+    }
 }
 
 /// Asserts a result's status and reason, showing the whole result when they differ.

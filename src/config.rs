@@ -38,9 +38,14 @@ pub struct RunnerConfig {
     /// Run Node 20 (end of life, `--experimental-permission` only). Off unless set.
     #[serde(default)]
     pub allow_node20: bool,
-    /// Where `seccomp.json` and `egress.toml` live; empty means the installed ones.
+    /// Where `seccomp.json` and `egress.toml` live; empty means
+    /// `/etc/openvibe-skill-runner/policies/` where a file is there, else the built-in one.
     #[serde(default)]
     pub policies_dir: Option<PathBuf>,
+    /// Where the hardening preload `harden.cjs` lives; empty means
+    /// `/etc/openvibe-skill-runner/runtime/` where the file is there, else the built-in one.
+    #[serde(default)]
+    pub runtime_dir: Option<PathBuf>,
     /// The cgroup under which job cgroups are made; empty means detect (see sandbox::cgroup).
     #[serde(default)]
     pub cgroup_parent: Option<PathBuf>,
@@ -169,6 +174,7 @@ impl Default for RunnerConfig {
             node: None,
             allow_node20: false,
             policies_dir: None,
+            runtime_dir: None,
             cgroup_parent: None,
             pids_max: default_pids_max(),
             sandbox_uid_base: default_uid_base(),

@@ -1,7 +1,8 @@
 //! `doctor`: what the host gives each layer, and whether the runner can run jobs here.
 
 use crate::config::Config;
-use crate::engine::{policies_dir, Engine};
+use crate::assets;
+use crate::engine::Engine;
 use crate::job::Net;
 use crate::runtime;
 use crate::sandbox::cgroup::CgroupHost;
@@ -82,21 +83,26 @@ fn checks(config: &Config) -> Vec<Check> {
         .into(),
         Some("the kernel needs CONFIG_SECCOMP_FILTER=y".into()),
     ));
-    let policy_path = policies_dir(config).join("seccomp.json");
-    let policy = seccomp::load_policy(&policy_path).and_then(|p| {
+    out.push(files_check(config));
+    let policy = assets::seccomp_policy(config).and_then(|file| {
+        let text = file.text()?;
+        let p = seccomp::parse_policy(text).map_err(|e| format!("{}: {e}", file.source))?;
         for net in [Net::Deny, Net::OpenvibeOnly, Net::Public] {
-            seccomp::compile(&p, net)?;
+            seccomp::compile(&p, net).map_err(|e| format!("{}: {e}", file.source))?;
         }
-        Ok(p)
+        Ok(file.source)
     });
     out.push(check(
         "seccomp policy",
         policy.is_ok(),
         match &policy {
-            Ok(_) => format!("{} compiles for every net mode", policy_path.display()),
-            Err(e) => format!("{}: {e}", policy_path.display()),
+            Ok(source) => format!("{source}: compiles for every net mode"),
+            Err(e) => e.clone(),
         },
-        Some("reinstall the policies or set runner.policies_dir".into()),
+        Some(format!(
+            "fix or remove the override in {} (or runner.policies_dir) to use the built-in policy",
+            assets::ETC_POLICIES
+        )),
     ));
     out.push(egress_check(config));
     match CgroupHost::detect(config.runner.cgroup_parent.as_deref()) {
@@ -109,12 +115,7 @@ fn checks(config: &Config) -> Vec<Check> {
                 .join("; ");
             out.push(check("cgroups", true, detail, None));
         }
-        Err(e) => out.push(check(
-            "cgroups",
-            false,
-            e.to_string(),
-            Some("mount cgroup v2 with the memory and pids controllers (or v1 memory, pids, cpuacct hierarchies), or delegate a cgroup to the runner".into()),
-        )),
+        Err(e) => out.push(check("cgroups", false, e.to_string(), Some(e.fix()))),
     }
     let node = runtime::locate(config.runner.node.as_deref());
     match runtime::inspect(&node, config.runner.allow_node20, None) {
@@ -144,16 +145,52 @@ fn checks(config: &Config) -> Vec<Check> {
     out
 }
 
+/// Which of the runner's own files are used: built in, or an override.
+fn files_check(config: &Config) -> Check {
+    let found = [
+        assets::seccomp_policy(config),
+        assets::egress_policy(config),
+        assets::preload(config),
+    ];
+    let problems: Vec<String> = found.iter().filter_map(|f| f.clone().err()).collect();
+    let detail = found
+        .iter()
+        .filter_map(|f| f.as_ref().ok())
+        .map(|a| format!("{}: {}", a.name, a.source))
+        .collect::<Vec<_>>()
+        .join("; ");
+    if problems.is_empty() {
+        check("runner files", true, detail, None)
+    } else {
+        check(
+            "runner files",
+            false,
+            problems.join("; "),
+            Some(format!(
+                "overrides live in {} and {} (or the configured runner.policies_dir and runner.runtime_dir); remove one to use the built-in file",
+                assets::ETC_POLICIES,
+                assets::ETC_RUNTIME
+            )),
+        )
+    }
+}
+
 /// The egress policy, a job network namespace with local routes, and the upstream DNS
 /// servers: what `openvibe-only` and `public` jobs need.
 fn egress_check(config: &Config) -> Check {
-    let path = policies_dir(config).join("egress.toml");
-    let fix = Some(
-        "reinstall the policies or set runner.policies_dir; network namespaces need CONFIG_NET_NS and root; set runner.dns_servers if /etc/resolv.conf names no server".into(),
-    );
-    let policy = match crate::egress::policy::EgressPolicy::load(&path) {
+    let fix = Some(format!(
+        "fix or remove the override in {} (or runner.policies_dir) to use the built-in policy; network namespaces need CONFIG_NET_NS and root; set runner.dns_servers if /etc/resolv.conf names no server",
+        assets::ETC_POLICIES
+    ));
+    let loaded = assets::egress_policy(config).and_then(|file| {
+        let text = file.text()?;
+        crate::egress::policy::EgressPolicy::from_toml_str(text)
+            .map(|p| (p, file.source.clone()))
+            .map_err(|e| format!("{}: {e}", file.source))
+    });
+    let (policy, source) = match loaded {
         Ok(p) => p,
-        Err(e) => return check("egress", false, e.to_string(), fix),
+        Err(e) => return check("egress", false, e, fix),
     };
     if let Err(e) = crate::sandbox::netns::create() {
         return check(
@@ -176,8 +213,7 @@ fn egress_check(config: &Config) -> Check {
         "egress",
         true,
         format!(
-            "{}: openvibe-only allows {}; names resolved with {upstream}",
-            path.display(),
+            "{source}: openvibe-only allows {}; names resolved with {upstream}",
             egress.policy().allow.join(", ")
         ),
         None,

@@ -3,6 +3,7 @@
 //! validate -> inputs (verify, lay out) -> plan -> cgroup -> supervise -> classify ->
 //! clean up. Every path out of `run` removes what the job made on the host.
 
+use crate::assets;
 use crate::config::Config;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::proxy::{Egress, JobEgress};
@@ -53,19 +54,20 @@ fn layer(msg: impl std::fmt::Display) -> StartError {
 /// A compile error is kept too, and every job of that mode ends `internal` with it.
 struct Filters {
     policy: SeccompPolicy,
-    path: PathBuf,
+    /// Where the policy came from, for messages.
+    source: String,
     by_net: HashMap<Net, OnceLock<Result<CompiledFilters, String>>>,
 }
 
 impl Filters {
-    fn new(policy: SeccompPolicy, path: PathBuf) -> Filters {
+    fn new(policy: SeccompPolicy, source: String) -> Filters {
         let by_net = [Net::Deny, Net::OpenvibeOnly, Net::Public]
             .into_iter()
             .map(|net| (net, OnceLock::new()))
             .collect();
         Filters {
             policy,
-            path,
+            source,
             by_net,
         }
     }
@@ -76,36 +78,11 @@ impl Filters {
         };
         slot.get_or_init(|| {
             seccomp::compile(&self.policy, net)
-                .map_err(|e| format!("seccomp policy {}: {e}", self.path.display()))
+                .map_err(|e| format!("seccomp policy ({}): {e}", self.source))
         })
         .as_ref()
         .map_err(Clone::clone)
     }
-}
-
-/// The hardening preload: the installed one, or the source tree's.
-pub fn preload_path() -> PathBuf {
-    let installed = Path::new("/usr/share/openvibe-skill-runner/runtime/harden.cjs");
-    if installed.is_file() {
-        return installed.to_path_buf();
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/runtime/harden.cjs"))
-}
-
-/// The policies directory: the configured one, the installed one, or the source tree's.
-pub fn policies_dir(config: &Config) -> PathBuf {
-    if let Some(dir) = &config.runner.policies_dir {
-        return dir.clone();
-    }
-    for dir in [
-        "/etc/openvibe-skill-runner/policies",
-        "/usr/share/openvibe-skill-runner/policies",
-    ] {
-        if Path::new(dir).join("seccomp.json").is_file() {
-            return PathBuf::from(dir);
-        }
-    }
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/policies"))
 }
 
 impl Engine {
@@ -131,14 +108,26 @@ impl Engine {
             Some(&state.join("runtime.json")),
         )
         .map_err(layer)?;
-        let policy_path = policies_dir(&config).join("seccomp.json");
+        let policy_file = assets::seccomp_policy(&config).map_err(layer)?;
         // Parsed and checked now, so a broken policy stops the start; compiled per net mode
         // when a job first needs it (Filters).
-        let policy = seccomp::load_policy(&policy_path)
-            .map_err(|e| layer(format!("seccomp policy {}: {e}", policy_path.display())))?;
-        let filters = Filters::new(policy, policy_path);
-        let egress_path = policies_dir(&config).join("egress.toml");
-        let egress_policy = EgressPolicy::load(&egress_path).map_err(layer)?;
+        let policy = policy_file
+            .text()
+            .map_err(layer)
+            .and_then(|text| {
+                seccomp::parse_policy(text).map_err(|e| {
+                    layer(format!("seccomp policy ({}): {e}", policy_file.source))
+                })
+            })?;
+        let filters = Filters::new(policy, policy_file.source.to_string());
+        let egress_file = assets::egress_policy(&config).map_err(layer)?;
+        let egress_policy = egress_file
+            .text()
+            .map_err(layer)
+            .and_then(|text| {
+                EgressPolicy::from_toml_str(text)
+                    .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
+            })?;
         for server in &config.runner.dns_servers {
             crate::egress::proxy::parse_dns_server(server).map_err(layer)?;
         }
@@ -153,13 +142,7 @@ impl Engine {
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
-        let preload_file = preload_path();
-        let preload = std::fs::read(&preload_file).map_err(|e| {
-            layer(format!(
-                "the hardening preload {} cannot be read ({e}); reinstall the runner",
-                preload_file.display()
-            ))
-        })?;
+        let preload = assets::preload(&config).map_err(layer)?.bytes.into_owned();
         let media = crate::media::Media::from_config(&config).map_err(layer)?;
         // The running binary itself, even if an upgrade replaced the file on disk: a new
         // binary could not read the plan this one writes.
@@ -426,7 +409,7 @@ mod tests {
 
     fn filters(text: &str) -> Filters {
         let policy = seccomp::parse_policy(text).unwrap_or_else(|e| panic!("policy: {e}"));
-        Filters::new(policy, PathBuf::from("/p/seccomp.json"))
+        Filters::new(policy, "/p/seccomp.json".to_owned())
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! openvibe-skill-runner: runs one JavaScript tool of a skill under Node.js inside a
 //! Linux sandbox and hands back one JSON value.
 
+pub mod assets;
 pub mod config;
 pub mod daemon;
 pub mod doctor;

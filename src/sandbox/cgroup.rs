@@ -14,7 +14,7 @@
 //!
 //! # Placement: where the runner's cgroups go
 //! The runner writes only to cgroups it created, moves only processes it started (and, in
-//! the one v2 case below, itself), and puts every job in `<parent>/<job name>`:
+//! the v2 cases below, itself, alone), and puts every job in `<parent>/<job name>`:
 //! - An explicit parent (configuration) overrides detection. It is either a path under a
 //!   cgroup mount (`/sys/fs/cgroup/openvibe`) or a cgroup path as `/proc/self/cgroup` writes
 //!   it (`/openvibe`), applied in every hierarchy the runner uses. The operator hands that
@@ -23,16 +23,25 @@
 //! - v1: in each hierarchy, `<the runner's own cgroup>/openvibe-skill-runner`, e.g.
 //!   `/sys/fs/cgroup/memory/<own>/openvibe-skill-runner` and
 //!   `/sys/fs/cgroup/pids/openvibe-skill-runner`.
-//! - v2, runner in the root cgroup: `/sys/fs/cgroup/openvibe-skill-runner`. The root's
-//!   `cgroup.subtree_control` must already list memory and pids (the runner never writes the
-//!   root); the runner enables them in the parent it created.
-//! - v2, runner in another cgroup: the host must have delegated that cgroup (systemd
-//!   `Delegate=yes`), so its `cgroup.controllers` lists memory and pids. v2 forbids
-//!   controllers below a cgroup that holds processes, so the runner moves its own process,
-//!   and nothing else, into `<own>/supervisor`, enables the controllers in
-//!   `<own>/cgroup.subtree_control` and in `<own>/jobs`, and puts jobs in `<own>/jobs/<name>`.
-//!   If other processes share the runner's cgroup it stops before moving anything. A runner
-//!   already in `…/supervisor` (a second detection) treats the cgroup above as its own.
+//! - v2, no parent configured: in this order (`v2::choose`),
+//!   1. a cgroup delegated to the runner: systemd marked it delegated (`Delegate=yes`, the
+//!      packaged unit), or, without systemd, it offers memory and pids and holds only the
+//!      runner (a container's cgroup). v2 forbids controllers below a cgroup that holds
+//!      processes, so the runner moves its own process, and nothing else, into
+//!      `<own>/supervisor`, enables the controllers in `<own>` and `<own>/jobs`, and puts
+//!      jobs in `<own>/jobs/<name>`. A runner already in `…/supervisor` (a second
+//!      detection) treats the cgroup above as its own.
+//!   2. with systemd as init (a login shell, `sudo`, a service without `Delegate=yes`): the
+//!      runner asks systemd over D-Bus for a transient scope
+//!      `openvibe-skill-runner-<pid>.scope` with `Delegate=yes` holding only its own
+//!      process, as the container runtimes' systemd driver does, then as in 1. Nothing
+//!      else moves; systemd removes the scope when the runner is gone.
+//!   3. without systemd: a cgroup of the runner's own below the root,
+//!      `/sys/fs/cgroup/openvibe-skill-runner`, the runner moved (alone) into its leaf
+//!      `supervisor-<pid>` (a runner in the root cgroup stays there), jobs in `jobs/`. The
+//!      root must enable memory and pids for its children; with no systemd to do it, the
+//!      runner adds them (never removes). Empty leaves of runners gone are removed.
+//!   Every failure says which step failed and what to change (`CgroupError::fix`).
 //!
 //! Detection creates the parent (it is where the runner claims its cgroups); it is left in
 //! place on exit. Job cgroups are created with their limits written before any process joins.
@@ -45,6 +54,7 @@
 //! These calls sleep briefly: from async code, call them in a blocking task.
 
 mod detect;
+mod systemd;
 mod v1;
 mod v2;
 
@@ -67,6 +77,9 @@ use std::time::{Duration, Instant};
 pub const PARENT_NAME: &str = "openvibe-skill-runner";
 /// v2, delegated cgroup: where the runner moves its own process.
 pub const SUPERVISOR_NAME: &str = "supervisor";
+/// v2, the runner's own cgroup below the root: the leaf each runner moves itself into is
+/// `supervisor-<pid>`.
+pub const SUPERVISOR_LEAF_PREFIX: &str = "supervisor-";
 /// v2, delegated cgroup: the parent of the job cgroups.
 pub const JOBS_NAME: &str = "jobs";
 
@@ -182,6 +195,34 @@ pub enum CgroupError {
         err: io::Error,
         waited_ms: u64,
     },
+}
+
+impl CgroupError {
+    /// What to change for this failure, for `doctor`'s fix line.
+    pub fn fix(&self) -> String {
+        match self {
+            CgroupError::HostFile { .. } => {
+                "mount /proc (the runner reads /proc/self/mountinfo and /proc/self/cgroup)".into()
+            }
+            CgroupError::NoCgroupFs => {
+                "mount cgroup2 at /sys/fs/cgroup (`mount -t cgroup2 cgroup2 /sys/fs/cgroup`)".into()
+            }
+            CgroupError::MissingController { fix, .. } | CgroupError::Placement { fix, .. } => {
+                fix.clone()
+            }
+            CgroupError::Io { hint, .. } => (*hint).to_owned(),
+            CgroupError::KillTimeout { .. } | CgroupError::RemoveBusy { .. } => {
+                "inspect the cgroup named above and remove it by hand".into()
+            }
+            CgroupError::InvalidName { .. }
+            | CgroupError::InvalidLimits { .. }
+            | CgroupError::InvalidPid { .. }
+            | CgroupError::JobExists { .. }
+            | CgroupError::NoSuchJob { .. } => {
+                "this is a bug in the runner's use of cgroups: report it with the message".into()
+            }
+        }
+    }
 }
 
 fn io_error(action: &'static str, path: &Path, err: io::Error) -> CgroupError {
@@ -354,13 +395,16 @@ impl CgroupHost {
         let mountinfo = read_host_file(Path::new("/proc/self/mountinfo"))?;
         let self_cgroup = read_host_file(Path::new("/proc/self/cgroup"))?;
         let pid = nix::unistd::getpid().as_raw();
+        let host_systemd = systemd::HostSystemd;
+        let fs_root = Path::new("/");
         detect::detect_at(
             &detect::HostView {
                 mountinfo: &mountinfo,
                 self_cgroup: &self_cgroup,
-                fs_root: Path::new("/"),
+                fs_root,
                 self_pid: pid,
                 parent_override,
+                systemd: systemd::booted(fs_root).then_some(&host_systemd as &dyn systemd::Systemd),
             },
             Arc::new(HostKernel),
         )

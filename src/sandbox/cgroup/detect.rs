@@ -2,6 +2,7 @@
 //! apart from what the chosen backend's placement does; the filesystem root is injectable
 //! so tests run it against a fake tree.
 
+use super::systemd::Systemd;
 use super::{v1, v2, CgroupError, CgroupHost, Kernel};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +17,8 @@ pub(crate) struct HostView<'a> {
     /// The runner's own pid (the one process it may move into `supervisor` on v2).
     pub self_pid: i32,
     pub parent_override: Option<&'a Path>,
+    /// systemd, when it is the init system (it then owns the cgroup tree).
+    pub systemd: Option<&'a dyn Systemd>,
 }
 
 /// One cgroup or cgroup2 mount from mountinfo.

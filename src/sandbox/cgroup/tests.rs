@@ -4,6 +4,7 @@
 //! a populated cgroup) and never signals anything.
 
 use super::detect::{detect_at, parse_mountinfo, parse_self_cgroup, HostView};
+use super::systemd::Systemd;
 use super::*;
 use std::collections::BTreeSet;
 use std::sync::Mutex;
@@ -291,11 +292,86 @@ const V2_MOUNTINFO: &str = "\
 27 24 0:25 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate,memory_recursiveprot
 ";
 
+/// systemd as init: cgroups it marked delegated, and the transient scopes it starts.
+#[derive(Debug)]
+struct FakeSystemd {
+    cgroup_root: PathBuf,
+    delegated: Mutex<BTreeSet<PathBuf>>,
+    scopes: Mutex<Vec<String>>,
+    /// Answer `start_scope` with this error, as an unreachable or refusing systemd would.
+    refuse: Option<String>,
+}
+
+impl FakeSystemd {
+    fn new(cgroup_root: &Path) -> FakeSystemd {
+        FakeSystemd {
+            cgroup_root: cgroup_root.to_path_buf(),
+            delegated: Mutex::new(BTreeSet::new()),
+            scopes: Mutex::new(Vec::new()),
+            refuse: None,
+        }
+    }
+
+    fn delegate(&self, dir: &Path) {
+        self.delegated.lock().expect("lock").insert(dir.to_path_buf());
+    }
+
+    fn scopes(&self) -> Vec<String> {
+        self.scopes.lock().expect("lock").clone()
+    }
+}
+
+impl Systemd for FakeSystemd {
+    fn marks_delegated(&self, dir: &Path) -> bool {
+        self.delegated.lock().expect("lock").contains(dir)
+    }
+
+    /// What systemd does: enables every controller down to system.slice, makes the scope,
+    /// moves the pid there (out of every other cgroup) and marks it delegated. Written
+    /// straight to the tree, not through the runner's kernel, whose writes tests count.
+    fn start_scope(&self, pid: i32) -> Result<(String, String), CgroupError> {
+        if let Some(why) = &self.refuse {
+            return Err(CgroupError::Placement {
+                detail: why.clone(),
+                fix: "test".to_owned(),
+            });
+        }
+        let unit = format!("openvibe-skill-runner-{pid}.scope");
+        let slice = self.cgroup_root.join("system.slice");
+        let all = "cpu memory pids";
+        fs::write(self.cgroup_root.join("cgroup.subtree_control"), all).expect("root");
+        fs::create_dir_all(&slice).expect("slice");
+        fs::write(slice.join("cgroup.controllers"), all).expect("slice controllers");
+        fs::write(slice.join("cgroup.subtree_control"), all).expect("slice control");
+        let scope = slice.join(&unit);
+        fs::create_dir_all(&scope).expect("scope");
+        fs::write(scope.join("cgroup.controllers"), all).expect("scope controllers");
+        fs::write(scope.join("cgroup.subtree_control"), "").expect("scope control");
+        let mut dirs = Vec::new();
+        FakeKernel::walk(&self.cgroup_root, &mut dirs);
+        for dir in dirs {
+            if let Ok(text) = fs::read_to_string(dir.join("cgroup.procs")) {
+                let kept: String = parse_pids(&text)
+                    .into_iter()
+                    .filter(|p| *p != pid)
+                    .map(|p| format!("{p}\n"))
+                    .collect();
+                fs::write(dir.join("cgroup.procs"), kept).expect("procs");
+            }
+        }
+        fs::write(scope.join("cgroup.procs"), format!("{pid}\n")).expect("move");
+        self.delegate(&scope);
+        self.scopes.lock().expect("lock").push(unit.clone());
+        Ok((unit.clone(), format!("/system.slice/{unit}")))
+    }
+}
+
 struct FakeHost {
     dir: tempfile::TempDir,
     kernel: Arc<FakeKernel>,
     mountinfo: String,
     self_cgroup: String,
+    systemd: Option<FakeSystemd>,
 }
 
 impl FakeHost {
@@ -316,6 +392,7 @@ impl FakeHost {
                 fs_root: self.root(),
                 self_pid: OWN_PID,
                 parent_override,
+                systemd: self.systemd.as_ref().map(|s| s as &dyn Systemd),
             },
             kernel,
         )
@@ -337,6 +414,7 @@ impl FakeHost {
             kernel,
             mountinfo: mountinfo.to_owned(),
             self_cgroup: self_cgroup.to_owned(),
+            systemd: None,
         }
     }
 
@@ -395,6 +473,40 @@ impl FakeHost {
         fs::write(service.join("cgroup.procs"), procs).expect("write");
         host.kernel.writes.lock().expect("lock").clear();
         host
+    }
+}
+
+impl FakeHost {
+    /// Pure v2 as a login shell or `sudo` sees it: the runner in a session scope beside a
+    /// shell (pid 777); the root enables memory and pids for its children.
+    fn v2_session() -> FakeHost {
+        let host = Self::v2(
+            "0::/user.slice/user-0.slice/session-1.scope\n",
+            "cpuset cpu io memory hugetlb pids rdma misc",
+            "cpu memory pids",
+        );
+        let scope = host.cg("user.slice/user-0.slice/session-1.scope");
+        fs::create_dir_all(&scope).expect("mkdir scope");
+        for dir in [
+            host.cg("user.slice"),
+            host.cg("user.slice/user-0.slice"),
+            scope.clone(),
+        ] {
+            fs::write(dir.join("cgroup.controllers"), "cpu memory pids").expect("write");
+            fs::write(dir.join("cgroup.subtree_control"), "").expect("write");
+            fs::write(dir.join("cgroup.procs"), "").expect("write");
+        }
+        fs::write(scope.join("cgroup.procs"), format!("777\n{OWN_PID}\n")).expect("write");
+        host
+    }
+
+    fn with_systemd(mut self) -> FakeHost {
+        self.systemd = Some(FakeSystemd::new(&self.cg("")));
+        self
+    }
+
+    fn systemd(&self) -> &FakeSystemd {
+        self.systemd.as_ref().expect("a fake systemd")
     }
 }
 
@@ -647,28 +759,48 @@ fn pure_v2_in_the_root_cgroup_creates_the_parent_below_the_root() {
     let host = fake.detect(None).expect("detect");
     assert_eq!(host.version(), CgroupVersion::V2);
     let parent = fake.cg("openvibe-skill-runner");
-    assert_eq!(described(&host, "parent"), parent.display().to_string());
+    let jobs = parent.join("jobs");
+    assert_eq!(described(&host, "parent"), jobs.display().to_string());
     assert_eq!(described(&host, "controllers"), "memory pids cpu");
-    let control: BTreeSet<String> = read(&parent.join("cgroup.subtree_control"))
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect();
-    assert_eq!(
-        control,
-        ["cpu", "memory", "pids"].map(str::to_owned).into(),
-        "enabled in the parent we created"
-    );
-    // The root itself is never written.
+    assert!(described(&host, "placement").starts_with("own cgroup below the root"));
+    for dir in [&parent, &jobs] {
+        let control: BTreeSet<String> = read(&dir.join("cgroup.subtree_control"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect();
+        assert_eq!(
+            control,
+            ["cpu", "memory", "pids"].map(str::to_owned).into(),
+            "enabled in {}, which we created",
+            dir.display()
+        );
+    }
+    // The root already enables what jobs need: it is not written; the runner stays put.
     let writes = fake.kernel.writes.lock().expect("lock").clone();
     assert!(
         writes.iter().all(|(p, _)| p.starts_with(&parent)),
         "{writes:?}"
     );
+    assert!(!writes.iter().any(|(p, _)| p.ends_with("cgroup.procs")));
 }
 
 #[test]
-fn pure_v2_root_without_pids_for_children_is_an_error() {
-    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory");
+fn pure_v2_root_without_controllers_for_children_gets_them_without_systemd() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "");
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(
+        fake.kernel.written(&fake.cg("cgroup.subtree_control")),
+        vec!["+memory +pids".to_owned()],
+        "only what jobs need, only added"
+    );
+    let job = host.create_job("j", &limits(16 * MIB, 4)).expect("job");
+    assert_eq!(job.paths(), [fake.cg("openvibe-skill-runner/jobs/j")]);
+    assert_eq!(read(&job.paths()[0].join("pids.max")), "4");
+}
+
+#[test]
+fn pure_v2_root_without_pids_under_systemd_is_an_error_naming_the_fix() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory").with_systemd();
     let err = fake.detect(None).expect_err("must fail closed");
     assert!(
         matches!(
@@ -681,12 +813,23 @@ fn pure_v2_root_without_pids_for_children_is_an_error() {
         "{err}"
     );
     let message = err.to_string();
-    assert!(message.contains("echo +pids >"), "{message}");
-    assert!(message.contains("cgroup.subtree_control"), "{message}");
+    assert!(message.contains("DefaultTasksAccounting"), "{message}");
+    assert!(fake.kernel.writes.lock().expect("lock").is_empty());
     assert!(
         !fake.cg("openvibe-skill-runner").exists(),
         "nothing created"
     );
+}
+
+#[test]
+fn pure_v2_kernel_without_pids_is_an_error() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory", "cpu memory");
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(
+        err.to_string().contains("offers no pids controller"),
+        "{err}"
+    );
+    assert!(!fake.cg("openvibe-skill-runner").exists());
 }
 
 #[test]
@@ -772,36 +915,137 @@ fn v2_delegated_second_detection_stays_in_supervisor() {
 }
 
 #[test]
-fn v2_delegated_with_other_processes_stops_before_moving_anything() {
-    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n777\n"));
-    let err = fake.detect(None).expect_err("must refuse");
-    assert!(matches!(err, CgroupError::Placement { .. }), "{err}");
-    assert!(err.to_string().contains("[777]"), "{err}");
-    let service = fake.cg("system.slice/ov.service");
-    assert!(!service.join("supervisor").exists());
+fn v2_login_session_without_systemd_moves_only_the_runner_below_the_root() {
+    let fake = FakeHost::v2_session();
+    let host = fake.detect(None).expect("detect");
+    let parent = fake.cg("openvibe-skill-runner");
+    let leaf = parent.join(format!("supervisor-{OWN_PID}"));
     assert_eq!(
-        read(&service.join("cgroup.procs")),
-        format!("{OWN_PID}\n777")
+        described(&host, "parent"),
+        parent.join("jobs").display().to_string()
     );
-    assert!(fake.kernel.writes.lock().expect("lock").is_empty());
+    let placement = described(&host, "placement");
+    assert!(
+        placement.starts_with("own cgroup below the root")
+            && placement.contains(&format!("supervisor-{OWN_PID}")),
+        "{placement}"
+    );
+    assert_eq!(read(&leaf.join("cgroup.procs")), OWN_PID.to_string());
+    let session = fake.cg("user.slice/user-0.slice/session-1.scope");
+    assert_eq!(
+        read(&session.join("cgroup.procs")),
+        "777",
+        "the shell stays where it was"
+    );
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(
+        writes.iter().all(|(p, _)| p.starts_with(&parent)),
+        "only our own cgroups are written: {writes:?}"
+    );
+    let job = host.create_job("j", &limits(16 * MIB, 4)).expect("job");
+    assert_eq!(job.paths(), [parent.join("jobs/j")]);
 }
 
 #[test]
-fn v2_not_delegated_is_an_error_naming_delegate() {
-    let fake = FakeHost::v2_delegated("cpu memory", &format!("{OWN_PID}\n"));
-    let err = fake.detect(None).expect_err("must fail closed");
-    assert!(
-        matches!(
-            err,
-            CgroupError::MissingController {
-                controller: "pids",
-                ..
-            }
-        ),
-        "{err}"
+fn v2_below_the_root_a_second_detection_moves_nothing() {
+    let mut fake = FakeHost::v2_session();
+    fake.detect(None).expect("first detect");
+    fake.self_cgroup = format!("0::/openvibe-skill-runner/supervisor-{OWN_PID}\n");
+    fake.kernel.writes.lock().expect("lock").clear();
+    let host = fake.detect(None).expect("second detect");
+    assert_eq!(
+        described(&host, "parent"),
+        fake.cg("openvibe-skill-runner/jobs").display().to_string()
     );
-    assert!(err.to_string().contains("Delegate=yes"), "{err}");
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(writes.is_empty(), "nothing moved or re-enabled: {writes:?}");
+}
+
+#[test]
+fn v2_below_the_root_removes_empty_leaves_of_runners_gone_and_keeps_busy_ones() {
+    let fake = FakeHost::v2_session();
+    let parent = fake.cg("openvibe-skill-runner");
+    fake.kernel.mkdir(&parent).expect("parent");
+    fs::write(parent.join("cgroup.subtree_control"), "memory pids").expect("control");
+    for (pid, procs) in [(1001, ""), (1002, "1002\n")] {
+        let leaf = parent.join(format!("supervisor-{pid}"));
+        fake.kernel.mkdir(&leaf).expect("leaf");
+        fs::write(leaf.join("cgroup.procs"), procs).expect("procs");
+    }
+    fake.detect(None).expect("detect");
+    assert!(!parent.join("supervisor-1001").exists(), "empty: removed");
+    assert!(parent.join("supervisor-1002").exists(), "busy: kept");
+}
+
+#[test]
+fn v2_login_session_under_systemd_asks_for_a_delegated_scope() {
+    let fake = FakeHost::v2_session().with_systemd();
+    let host = fake.detect(None).expect("detect");
+    let unit = format!("openvibe-skill-runner-{OWN_PID}.scope");
+    assert_eq!(fake.systemd().scopes(), vec![unit.clone()]);
+    let scope = fake.cg("system.slice").join(&unit);
+    assert_eq!(
+        described(&host, "parent"),
+        scope.join("jobs").display().to_string()
+    );
+    let placement = described(&host, "placement");
+    assert!(
+        placement.starts_with("systemd transient scope") && placement.contains(&unit),
+        "{placement}"
+    );
+    assert_eq!(
+        read(&scope.join("supervisor/cgroup.procs")),
+        OWN_PID.to_string()
+    );
+    assert_eq!(
+        read(&fake.cg("user.slice/user-0.slice/session-1.scope/cgroup.procs")),
+        "777"
+    );
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(
+        writes.iter().all(|(p, _)| p.starts_with(&scope)),
+        "the runner writes only inside its scope: {writes:?}"
+    );
+    assert!(!fake.cg("openvibe-skill-runner").exists());
+}
+
+#[test]
+fn v2_service_with_delegate_under_systemd_needs_no_dbus() {
+    let fake =
+        FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
+    let service = fake.cg("system.slice/ov.service");
+    fake.systemd().delegate(&service);
+    let host = fake.detect(None).expect("detect");
+    assert!(fake.systemd().scopes().is_empty(), "no scope asked for");
+    assert_eq!(
+        described(&host, "parent"),
+        service.join("jobs").display().to_string()
+    );
+}
+
+#[test]
+fn v2_service_without_delegate_under_systemd_gets_a_scope() {
+    // memory and pids offered (accounting on), but systemd did not delegate the cgroup:
+    // writing below it would fight systemd.
+    let fake =
+        FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(fake.systemd().scopes().len(), 1);
+    assert!(described(&host, "placement").starts_with("systemd transient scope"));
     assert!(!fake.cg("system.slice/ov.service/supervisor").exists());
+}
+
+#[test]
+fn v2_systemd_refusing_a_scope_fails_closed_and_moves_nothing() {
+    let mut fake = FakeHost::v2_session();
+    let mut systemd = FakeSystemd::new(&fake.cg(""));
+    systemd.refuse = Some("cannot reach systemd over D-Bus".to_owned());
+    fake.systemd = Some(systemd);
+    let err = fake.detect(None).expect_err("must fail closed");
+    assert!(matches!(err, CgroupError::Placement { .. }), "{err}");
+    assert!(err.to_string().contains("D-Bus"), "{err}");
+    assert!(fake.kernel.writes.lock().expect("lock").is_empty());
+    assert!(!fake.cg("openvibe-skill-runner").exists());
 }
 
 #[test]
@@ -912,7 +1156,7 @@ fn v2_job_gets_its_limits_in_the_right_files() {
     let job = host
         .create_job("job.2", &limits(128 * MIB, 64))
         .expect("job");
-    let dir = fake.cg("openvibe-skill-runner/job.2");
+    let dir = fake.cg("openvibe-skill-runner/jobs/job.2");
     assert_eq!(job.paths(), std::slice::from_ref(&dir));
     assert_eq!(read(&dir.join("memory.max")), (128 * MIB).to_string());
     assert_eq!(read(&dir.join("memory.swap.max")), "0");
@@ -1059,7 +1303,7 @@ fn v2_kill_all_writes_cgroup_kill_then_kills_the_rest() {
     let job = host.create_job("k", &limits(32 * MIB, 8)).expect("job");
     job.add_process(1 << 30).expect("add");
     job.kill_all().expect("kill_all");
-    let dir = fake.cg("openvibe-skill-runner/k");
+    let dir = fake.cg("openvibe-skill-runner/jobs/k");
     assert_eq!(
         fake.kernel.written(&dir.join("cgroup.kill")),
         vec!["1".to_owned()]
@@ -1175,7 +1419,7 @@ fn v2_stats_read_every_counter() {
     let host = fake.detect(None).expect("detect");
     let job = host.create_job("s", &limits(32 * MIB, 8)).expect("job");
     assert_eq!(job.stats(), CgroupStats::default());
-    let dir = fake.cg("openvibe-skill-runner/s");
+    let dir = fake.cg("openvibe-skill-runner/jobs/s");
     fs::write(
         dir.join("cpu.stat"),
         "usage_usec 1500\nuser_usec 1000\nsystem_usec 500\n",

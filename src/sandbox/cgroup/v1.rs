@@ -20,6 +20,8 @@ pub(crate) struct V1 {
     swap_accounting: bool,
     /// "legacy", or "hybrid" with where the unused cgroup2 mount is.
     layout: String,
+    /// The parent was configured, not detected.
+    configured: bool,
 }
 
 /// How a host gets a v1 controller it lacks.
@@ -84,6 +86,7 @@ pub(crate) fn place(
         freezer,
         swap_accounting,
         layout,
+        configured: configured.is_some(),
     })
 }
 
@@ -213,6 +216,16 @@ impl Backend for V1 {
         vec![
             ("version".to_owned(), "v1".to_owned()),
             ("layout".to_owned(), self.layout.clone()),
+            (
+                "placement".to_owned(),
+                if self.configured {
+                    "configured parent".to_owned()
+                } else {
+                    "below the runner's own cgroup in each hierarchy (v1 allows it; nothing \
+                     moves)"
+                        .to_owned()
+                },
+            ),
             ("memory".to_owned(), path(Some(self.memory), "missing")),
             ("pids".to_owned(), path(Some(self.pids), "missing")),
             (

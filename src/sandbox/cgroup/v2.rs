@@ -5,7 +5,7 @@ use super::v1::create_parent;
 use super::{
     io_error, parse_pids, read_keyed, read_names, read_u64, wait_until, Backend, CgroupError,
     CgroupLimits, CgroupStats, CgroupVersion, Kernel, FREEZE_TIMEOUT, JOBS_NAME, PARENT_NAME,
-    SUPERVISOR_NAME,
+    SUPERVISOR_LEAF_PREFIX, SUPERVISOR_NAME,
 };
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -45,13 +45,9 @@ pub(crate) fn place(
             .ok_or_else(|| CgroupError::Placement {
                 detail: "/proc/self/cgroup has no `0::` line although cgroup2 is mounted"
                     .to_owned(),
-                fix: "configure an explicit parent cgroup".to_owned(),
+                fix: "configure an explicit parent cgroup (runner.cgroup_parent)".to_owned(),
             })?;
-        if own == "/" {
-            place_under_root(&mount_dir, kernel)?
-        } else {
-            place_in_delegated(view, mount, own, kernel)?
-        }
+        choose(view, mount, own, kernel)?
     };
     let cpu_enabled = enable_controllers(kernel, &parent)?;
     Ok(V2 {
@@ -73,103 +69,235 @@ fn invisible(cgroup_path: &str, mount: &CgroupMount) -> CgroupError {
     }
 }
 
-/// The runner runs in the root cgroup: its parent is `<mount>/openvibe-skill-runner`.
-fn place_under_root(
-    mount_dir: &Path,
-    kernel: &dyn Kernel,
-) -> Result<(PathBuf, String), CgroupError> {
-    let offered = read_names(&mount_dir.join("cgroup.controllers"))?;
-    let enabled = read_names(&mount_dir.join("cgroup.subtree_control"))?;
-    for controller in REQUIRED {
-        if enabled.iter().any(|c| c == controller) {
-            continue;
-        }
-        let root_control = mount_dir.join("cgroup.subtree_control");
-        return Err(CgroupError::MissingController {
-            controller,
-            detail: format!(
-                "{} does not list it, so cgroups below the root cannot use it",
-                root_control.display()
-            ),
-            fix: if offered.iter().any(|c| c == controller) {
-                format!(
-                    "enable it for the root's children: `echo +{controller} > {}` (systemd \
-                     does so for MemoryAccounting=/TasksAccounting=)",
-                    root_control.display()
-                )
-            } else {
-                format!(
-                    "the kernel offers no {controller} controller in cgroup v2 (not in \
-                     {}): use a kernel with it, remove cgroup_disable={controller} from the \
-                     kernel command line, and unmount any v1 hierarchy that holds it",
-                    mount_dir.join("cgroup.controllers").display()
-                )
-            },
-        });
-    }
-    let parent = mount_dir.join(PARENT_NAME);
-    create_parent(kernel, &parent)?;
-    Ok((
-        parent,
-        "root cgroup: created the parent below the root".to_owned(),
-    ))
-}
-
-/// The runner runs in a (delegated) cgroup of its own: it moves itself into
-/// `<own>/supervisor` and puts the jobs in `<own>/jobs`.
-fn place_in_delegated(
+/// The placement for a runner in cgroup `own` (no configured parent), in this order:
+/// 1. a cgroup delegated to the runner (a systemd service with `Delegate=yes`, or, without
+///    systemd, any cgroup that offers memory and pids and holds only the runner): the
+///    runner moves itself into `supervisor/` and puts jobs in `jobs/`;
+/// 2. with systemd as init: a transient scope with `Delegate=yes` holding only the runner
+///    (asked for over D-Bus), then as in 1;
+/// 3. without systemd: a cgroup of the runner's own below the root,
+///    `/openvibe-skill-runner`, with the runner in `supervisor-<pid>/` (unless it is in the
+///    root cgroup already) and jobs in `jobs/`.
+fn choose(
     view: &HostView<'_>,
     mount: &CgroupMount,
     own: &str,
     kernel: &dyn Kernel,
 ) -> Result<(PathBuf, String), CgroupError> {
+    let mount_dir = mount.dir(view.fs_root);
+    if own == "/" {
+        return place_below_root(view, &mount_dir, false, kernel);
+    }
+    // A runner already placed below the root by an earlier detection (or started by
+    // one): the parent is ours.
+    let own_parent = Path::new(own).parent().and_then(Path::to_str);
+    let own_name = Path::new(own).file_name().and_then(|n| n.to_str());
+    if own_parent.and_then(|p| p.strip_prefix('/')) == Some(PARENT_NAME)
+        && own_name.is_some_and(|n| n.starts_with(SUPERVISOR_LEAF_PREFIX))
+    {
+        return place_below_root(view, &mount_dir, false, kernel);
+    }
     let own_dir = mount
         .resolve(view.fs_root, own)
         .ok_or_else(|| invisible(own, mount))?;
-    // Already moved by an earlier detection in this process: the cgroup above is ours.
-    let (delegated, moved) = match own_dir.file_name() {
-        Some(name) if name == SUPERVISOR_NAME => match own_dir.parent() {
-            Some(parent) => (parent.to_path_buf(), true),
-            None => (own_dir.clone(), false),
-        },
-        _ => (own_dir.clone(), false),
-    };
-    let offered = read_names(&delegated.join("cgroup.controllers"))?;
-    for controller in REQUIRED {
-        if !offered.iter().any(|c| c == controller) {
-            return Err(CgroupError::MissingController {
-                controller,
-                detail: format!(
-                    "the runner's cgroup {} does not offer it (not in cgroup.controllers): \
-                     the host has not delegated it",
-                    delegated.display()
+    let (delegated, moved) = delegated_dir(&own_dir);
+    let usable = delegation_problem(view, &delegated, moved);
+    match (usable, view.systemd) {
+        (Ok(()), _) => place_in_delegated(view, &delegated, moved, kernel),
+        (Err(_), Some(systemd)) => {
+            let (unit, scope) = systemd.start_scope(view.self_pid)?;
+            let scope_dir = mount
+                .resolve(view.fs_root, &scope)
+                .ok_or_else(|| invisible(&scope, mount))?;
+            // The scope holds only the runner, and systemd delegated it: every check of a
+            // delegated cgroup applies, and a failure is reported as such.
+            delegation_problem(view, &scope_dir, false).map_err(|why| {
+                CgroupError::Placement {
+                    detail: format!(
+                        "systemd started the transient scope {unit} for the runner, but {why}"
+                    ),
+                    fix: "check that systemd delegates memory and pids (systemd 244 or \
+                          later; no DisableControllers= on its slice) with `systemctl show \
+                          -p Delegate,DelegateControllers` on the scope"
+                        .to_owned(),
+                }
+            })?;
+            let (jobs, _) = place_in_delegated(view, &scope_dir, false, kernel)?;
+            Ok((
+                jobs,
+                format!(
+                    "systemd transient scope {unit} (Delegate=yes, asked for over D-Bus): \
+                     runner in {SUPERVISOR_NAME}/, jobs in {JOBS_NAME}/"
                 ),
-                fix: "run the runner as a systemd service with Delegate=yes (or \
-                      Delegate=memory pids cpu), or configure an explicit parent cgroup"
-                    .to_owned(),
-            });
+            ))
+        }
+        (Err(_), None) => place_below_root(view, &mount_dir, true, kernel),
+    }
+}
+
+/// `own_dir`, or the cgroup above when the runner already moved itself into `supervisor`.
+fn delegated_dir(own_dir: &Path) -> (PathBuf, bool) {
+    match (own_dir.file_name(), own_dir.parent()) {
+        (Some(name), Some(parent)) if name == SUPERVISOR_NAME => (parent.to_path_buf(), true),
+        _ => (own_dir.to_path_buf(), false),
+    }
+}
+
+/// Why the runner cannot use `dir` as a delegated cgroup, in words, or Ok.
+fn delegation_problem(view: &HostView<'_>, dir: &Path, moved: bool) -> Result<(), String> {
+    if let Some(systemd) = view.systemd {
+        if !systemd.marks_delegated(dir) {
+            return Err(format!(
+                "systemd has not delegated {} to the runner (no Delegate=yes)",
+                dir.display()
+            ));
         }
     }
+    let offered = read_names(&dir.join("cgroup.controllers")).map_err(|e| e.to_string())?;
+    let missing: Vec<&str> = REQUIRED
+        .into_iter()
+        .filter(|c| !offered.iter().any(|o| o == c))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{} does not offer {} (not in cgroup.controllers)",
+            dir.display(),
+            missing.join(" and ")
+        ));
+    }
     if !moved {
-        let procs = delegated.join("cgroup.procs");
-        let text = fs::read_to_string(&procs).map_err(|err| io_error("read", &procs, err))?;
+        let procs = dir.join("cgroup.procs");
+        let text = fs::read_to_string(&procs).map_err(|e| format!("{}: {e}", procs.display()))?;
         let others: Vec<i32> = parse_pids(&text)
             .into_iter()
             .filter(|pid| *pid != view.self_pid)
             .collect();
         if !others.is_empty() {
-            return Err(CgroupError::Placement {
+            return Err(format!(
+                "processes {others:?} share the runner's cgroup {}, and cgroup v2 allows \
+                 controllers below a cgroup only when it holds no process",
+                dir.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The runner's own cgroup below the root, `<mount>/openvibe-skill-runner`: used where no
+/// systemd manages the tree. The root's `cgroup.subtree_control` must list memory and
+/// pids; without systemd nobody else enables them, so the runner adds them (it never
+/// removes anything there). `move_self`: the runner moves its own process, and nothing
+/// else, into `supervisor-<pid>/` (a runner in the root cgroup stays there).
+fn place_below_root(
+    view: &HostView<'_>,
+    mount_dir: &Path,
+    move_self: bool,
+    kernel: &dyn Kernel,
+) -> Result<(PathBuf, String), CgroupError> {
+    let root_control = mount_dir.join("cgroup.subtree_control");
+    let offered = read_names(&mount_dir.join("cgroup.controllers"))?;
+    let enabled = read_names(&root_control)?;
+    let mut to_enable = Vec::new();
+    for controller in REQUIRED {
+        if enabled.iter().any(|c| c == controller) {
+            continue;
+        }
+        if !offered.iter().any(|c| c == controller) {
+            return Err(CgroupError::MissingController {
+                controller,
                 detail: format!(
-                    "processes {others:?} share the runner's cgroup {}; cgroup v2 allows \
-                     controllers below a cgroup only when it holds no process, and the runner \
-                     moves no process but its own",
-                    delegated.display()
+                    "the kernel offers no {controller} controller in cgroup v2 (not in {})",
+                    mount_dir.join("cgroup.controllers").display()
                 ),
-                fix: "run the runner alone in its cgroup (its own systemd service with \
-                      Delegate=yes), or configure an explicit parent cgroup"
-                    .to_owned(),
+                fix: format!(
+                    "use a kernel with it, remove cgroup_disable={controller} from the \
+                     kernel command line, and unmount any v1 hierarchy that holds it"
+                ),
             });
         }
+        if view.systemd.is_some() {
+            return Err(CgroupError::MissingController {
+                controller,
+                detail: format!(
+                    "{} does not list it, so cgroups below the root cannot use it",
+                    root_control.display()
+                ),
+                fix: format!(
+                    "systemd manages the root cgroup: enable {controller} accounting for \
+                     the runner's slice (DefaultMemoryAccounting=yes, \
+                     DefaultTasksAccounting=yes in /etc/systemd/system.conf), or run the \
+                     runner as a systemd service with Delegate=yes"
+                ),
+            });
+        }
+        to_enable.push(format!("+{controller}"));
+    }
+    if !to_enable.is_empty() {
+        kernel
+            .write(&root_control, &to_enable.join(" "))
+            .map_err(|err| io_error("enable controllers in", &root_control, err))?;
+        tracing::info!(file = %root_control.display(), enabled = %to_enable.join(" "),
+            "enabled the controllers jobs need for the root's children");
+    }
+    let parent = mount_dir.join(PARENT_NAME);
+    create_parent(kernel, &parent)?;
+    enable_controllers(kernel, &parent)?;
+    let mut placement = format!(
+        "own cgroup below the root (no systemd delegation here): {}",
+        parent.display()
+    );
+    if move_self {
+        remove_stale_leaves(&parent, kernel);
+        let leaf = parent.join(format!("{SUPERVISOR_LEAF_PREFIX}{}", view.self_pid));
+        create_parent(kernel, &leaf)?;
+        let procs = leaf.join("cgroup.procs");
+        kernel
+            .write(&procs, &view.self_pid.to_string())
+            .map_err(|err| io_error("move the runner into", &procs, err))?;
+        placement.push_str(&format!(
+            ", runner moved into {SUPERVISOR_LEAF_PREFIX}{}/",
+            view.self_pid
+        ));
+    }
+    let jobs = parent.join(JOBS_NAME);
+    create_parent(kernel, &jobs)?;
+    placement.push_str(&format!(", jobs in {JOBS_NAME}/"));
+    Ok((jobs, placement))
+}
+
+/// Empty `supervisor-<pid>` leaves of runners that have exited; a busy one stays.
+fn remove_stale_leaves(parent: &Path, kernel: &dyn Kernel) {
+    let Ok(entries) = fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if !name.starts_with(SUPERVISOR_LEAF_PREFIX) {
+            continue;
+        }
+        let empty = fs::read_to_string(entry.path().join("cgroup.procs"))
+            .map(|t| parse_pids(&t).is_empty())
+            .unwrap_or(false);
+        if empty {
+            // Another runner may be moving into it this instant: EBUSY then, and it stays.
+            let _ = kernel.rmdir(&entry.path());
+        }
+    }
+}
+
+/// The runner runs in a cgroup delegated to it, `delegated` (checked by
+/// [`delegation_problem`]): it moves itself into `<delegated>/supervisor` (unless `moved`
+/// already) and puts the jobs in `<delegated>/jobs`.
+fn place_in_delegated(
+    view: &HostView<'_>,
+    delegated: &Path,
+    moved: bool,
+    kernel: &dyn Kernel,
+) -> Result<(PathBuf, String), CgroupError> {
+    if !moved {
         let supervisor = delegated.join(SUPERVISOR_NAME);
         create_parent(kernel, &supervisor)?;
         let supervisor_procs = supervisor.join("cgroup.procs");
@@ -177,7 +305,7 @@ fn place_in_delegated(
             .write(&supervisor_procs, &view.self_pid.to_string())
             .map_err(|err| io_error("move the runner into", &supervisor_procs, err))?;
     }
-    enable_controllers(kernel, &delegated)?;
+    enable_controllers(kernel, delegated)?;
     let jobs = delegated.join(JOBS_NAME);
     create_parent(kernel, &jobs)?;
     Ok((

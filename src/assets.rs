@@ -1,0 +1,185 @@
+//! The runner's own files: the seccomp policy, the egress policy and the hardening preload.
+//!
+//! The defaults are part of the binary, so a runner copied anywhere works. A file overrides
+//! its default when it is in the configured folder (`runner.policies_dir` for the policies,
+//! `runner.runtime_dir` for the preload; a configured folder must hold the file) or, with
+//! nothing configured, in the package's configuration folder
+//! (`/etc/openvibe-skill-runner/policies/`, `/etc/openvibe-skill-runner/runtime/`).
+//! `doctor` says which was used.
+
+use crate::config::Config;
+use std::borrow::Cow;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// `policies/seccomp.json` of the source tree this binary was built from.
+pub const SECCOMP_JSON: &str = include_str!("../policies/seccomp.json");
+/// `policies/egress.toml` of the source tree this binary was built from.
+pub const EGRESS_TOML: &str = crate::egress::policy::SHIPPED_TOML;
+/// `runtime/harden.cjs` of the source tree this binary was built from.
+pub const HARDEN_CJS: &[u8] = include_bytes!("../runtime/harden.cjs");
+
+/// Where an operator puts policy files that override the built-in ones.
+pub const ETC_POLICIES: &str = "/etc/openvibe-skill-runner/policies";
+/// Where an operator puts a preload that overrides the built-in one.
+pub const ETC_RUNTIME: &str = "/etc/openvibe-skill-runner/runtime";
+
+/// Where a file came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    BuiltIn,
+    File(PathBuf),
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::BuiltIn => f.write_str("built in"),
+            Source::File(path) => write!(f, "{}", path.display()),
+        }
+    }
+}
+
+/// One of the runner's files and where it came from.
+#[derive(Debug, Clone)]
+pub struct Asset {
+    pub name: &'static str,
+    pub bytes: Cow<'static, [u8]>,
+    pub source: Source,
+}
+
+impl Asset {
+    /// The file as UTF-8 text, or an error naming where it came from.
+    pub fn text(&self) -> Result<&str, String> {
+        std::str::from_utf8(&self.bytes)
+            .map_err(|e| format!("{} ({}) is not UTF-8: {e}", self.name, self.source))
+    }
+}
+
+fn find(
+    name: &'static str,
+    configured: Option<&Path>,
+    setting: &str,
+    etc: &Path,
+    built_in: &'static [u8],
+) -> Result<Asset, String> {
+    let read = |path: PathBuf| {
+        std::fs::read(&path)
+            .map(|bytes| Asset {
+                name,
+                bytes: Cow::Owned(bytes),
+                source: Source::File(path.clone()),
+            })
+            .map_err(|e| (path, e))
+    };
+    if let Some(dir) = configured {
+        return read(dir.join(name)).map_err(|(path, e)| {
+            format!(
+                "{setting} is {} but {} cannot be read ({e}): put the file there, or remove \
+                 {setting} to use the built-in {name}",
+                dir.display(),
+                path.display()
+            )
+        });
+    }
+    let path = etc.join(name);
+    match read(path) {
+        Ok(asset) => Ok(asset),
+        Err((_, e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(Asset {
+            name,
+            bytes: Cow::Borrowed(built_in),
+            source: Source::BuiltIn,
+        }),
+        Err((path, e)) => Err(format!(
+            "the override {} cannot be read ({e}): fix its permissions, or remove it to use \
+             the built-in {name}",
+            path.display()
+        )),
+    }
+}
+
+/// The seccomp policy (`seccomp.json`).
+pub fn seccomp_policy(config: &Config) -> Result<Asset, String> {
+    find(
+        "seccomp.json",
+        config.runner.policies_dir.as_deref(),
+        "runner.policies_dir",
+        Path::new(ETC_POLICIES),
+        SECCOMP_JSON.as_bytes(),
+    )
+}
+
+/// The egress policy (`egress.toml`).
+pub fn egress_policy(config: &Config) -> Result<Asset, String> {
+    find(
+        "egress.toml",
+        config.runner.policies_dir.as_deref(),
+        "runner.policies_dir",
+        Path::new(ETC_POLICIES),
+        EGRESS_TOML.as_bytes(),
+    )
+}
+
+/// The hardening preload (`harden.cjs`).
+pub fn preload(config: &Config) -> Result<Asset, String> {
+    find(
+        "harden.cjs",
+        config.runner.runtime_dir.as_deref(),
+        "runner.runtime_dir",
+        Path::new(ETC_RUNTIME),
+        HARDEN_CJS,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nothing_anywhere_is_the_built_in_file() {
+        let etc = tempfile::tempdir().expect("tempdir");
+        let a = find("x.json", None, "s", etc.path(), b"built").expect("found");
+        assert_eq!(a.source, Source::BuiltIn);
+        assert_eq!(&*a.bytes, b"built");
+        assert_eq!(a.source.to_string(), "built in");
+    }
+
+    #[test]
+    fn a_file_in_the_etc_folder_overrides_the_built_in_one() {
+        let etc = tempfile::tempdir().expect("tempdir");
+        std::fs::write(etc.path().join("x.json"), b"mine").expect("write");
+        let a = find("x.json", None, "s", etc.path(), b"built").expect("found");
+        assert_eq!(a.source, Source::File(etc.path().join("x.json")));
+        assert_eq!(&*a.bytes, b"mine");
+    }
+
+    #[test]
+    fn a_configured_folder_wins_and_must_hold_the_file() {
+        let etc = tempfile::tempdir().expect("tempdir");
+        std::fs::write(etc.path().join("x.json"), b"etc").expect("write");
+        let dir = tempfile::tempdir().expect("tempdir");
+        let err = find("x.json", Some(dir.path()), "runner.x", etc.path(), b"built")
+            .expect_err("configured but missing");
+        assert!(err.contains("runner.x") && err.contains("x.json"), "{err}");
+        std::fs::write(dir.path().join("x.json"), b"configured").expect("write");
+        let a = find("x.json", Some(dir.path()), "runner.x", etc.path(), b"built").expect("ok");
+        assert_eq!(&*a.bytes, b"configured");
+    }
+
+    #[test]
+    fn an_unreadable_override_is_an_error_not_a_silent_default() {
+        let etc = tempfile::tempdir().expect("tempdir");
+        // A directory where the file should be: reading it fails with something other
+        // than "not found".
+        std::fs::create_dir(etc.path().join("x.json")).expect("mkdir");
+        let err = find("x.json", None, "s", etc.path(), b"built").expect_err("must fail");
+        assert!(err.contains("override"), "{err}");
+    }
+
+    #[test]
+    fn the_built_in_files_are_the_trees() {
+        assert!(SECCOMP_JSON.contains("\"defaultAction\""));
+        assert!(EGRESS_TOML.contains("version"));
+        assert!(std::str::from_utf8(HARDEN_CJS).is_ok_and(|t| t.contains("use strict")));
+    }
+}

@@ -1,0 +1,173 @@
+//! Where systemd is PID 1 it owns the cgroup tree: a process may create cgroups only below
+//! one that systemd delegated to it. A runner started from a login shell or `sudo` sits in a
+//! session scope beside other processes, where cgroup v2 allows it no controllers of its
+//! own. Like the container runtimes' systemd cgroup driver, the runner then asks systemd
+//! over D-Bus for a transient scope that holds only its own process, with `Delegate=yes`,
+//! and places its jobs below it. systemd removes the scope once its last process is gone.
+
+use super::CgroupError;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// What placement needs from systemd, behind a trait so the fake tree can stand in.
+pub(crate) trait Systemd: std::fmt::Debug {
+    /// systemd marked `dir` as delegated (the `trusted.delegate` or `user.delegate`
+    /// extended attribute it sets on the cgroup of a unit with `Delegate=yes`).
+    fn marks_delegated(&self, dir: &Path) -> bool;
+    /// Start a transient scope with `Delegate=yes` holding `pid` (the runner itself) and
+    /// return the scope's unit name and the cgroup path the process is in once it moved.
+    fn start_scope(&self, pid: i32) -> Result<(String, String), CgroupError>;
+}
+
+/// systemd is running as the init system: the directory `sd_booted()` checks.
+pub(crate) fn booted(fs_root: &Path) -> bool {
+    fs_root.join("run/systemd/system").is_dir()
+}
+
+/// The real systemd, reached over its private socket (root only, no bus daemon needed) or
+/// else the system bus.
+#[derive(Debug)]
+pub(crate) struct HostSystemd;
+
+const PRIVATE_SOCKET: &str = "/run/systemd/private";
+/// How long systemd may take to start the scope and move the runner into it.
+const MOVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn dbus_error(detail: String) -> CgroupError {
+    CgroupError::Placement {
+        detail,
+        fix: "run the runner as root so it can ask systemd for a cgroup of its own (it \
+              talks to systemd over /run/systemd/private or the system bus), or run it as \
+              a systemd service with Delegate=yes (packaging/openvibe-skill-runner.service), \
+              or configure runner.cgroup_parent"
+            .to_owned(),
+    }
+}
+
+fn connect() -> Result<zbus::blocking::Connection, CgroupError> {
+    let private = if Path::new(PRIVATE_SOCKET).exists() {
+        match zbus::blocking::connection::Builder::address(
+            format!("unix:path={PRIVATE_SOCKET}").as_str(),
+        )
+        .and_then(|builder| builder.p2p().build())
+        {
+            Ok(conn) => return Ok(conn),
+            Err(err) => Some(err),
+        }
+    } else {
+        None
+    };
+    zbus::blocking::Connection::system().map_err(|err| {
+        let private = match private {
+            Some(e) => format!("{PRIVATE_SOCKET}: {e}"),
+            None => format!("{PRIVATE_SOCKET} does not exist"),
+        };
+        dbus_error(format!(
+            "cannot reach systemd over D-Bus ({private}; the system bus: {err})"
+        ))
+    })
+}
+
+/// The `0::` path of this process's cgroup.
+fn own_v2_cgroup() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
+fn xattr_is_one(dir: &Path, name: &str) -> bool {
+    let (Ok(path), Ok(name)) = (
+        CString::new(dir.as_os_str().as_bytes()),
+        CString::new(name),
+    ) else {
+        return false;
+    };
+    let mut value = [0u8; 8];
+    // SAFETY: both strings are NUL-terminated and live across the call; the kernel writes
+    // at most `value.len()` bytes into `value`, which we own.
+    let n = unsafe {
+        libc::getxattr(
+            path.as_ptr(),
+            name.as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    usize::try_from(n)
+        .ok()
+        .and_then(|n| value.get(..n))
+        .is_some_and(|v| v == b"1")
+}
+
+impl Systemd for HostSystemd {
+    fn marks_delegated(&self, dir: &Path) -> bool {
+        xattr_is_one(dir, "trusted.delegate") || xattr_is_one(dir, "user.delegate")
+    }
+
+    fn start_scope(&self, pid: i32) -> Result<(String, String), CgroupError> {
+        let pid_u32 = u32::try_from(pid).map_err(|_| dbus_error(format!("invalid pid {pid}")))?;
+        let conn = connect()?;
+        let mut last_error = String::new();
+        // A scope of an earlier runner with this pid may linger (a job cgroup that could
+        // not be removed keeps it): try a few names.
+        for attempt in 0..4u32 {
+            let unit = if attempt == 0 {
+                format!("openvibe-skill-runner-{pid}.scope")
+            } else {
+                format!("openvibe-skill-runner-{pid}-{attempt}.scope")
+            };
+            let description = format!("openvibe-skill-runner (pid {pid}) and its jobs");
+            let properties: Vec<(&str, zbus::zvariant::Value<'_>)> = vec![
+                ("Description", description.as_str().into()),
+                ("PIDs", vec![pid_u32].into()),
+                ("Delegate", true.into()),
+                ("CollectMode", "inactive-or-failed".into()),
+            ];
+            let aux: Vec<(&str, Vec<(&str, zbus::zvariant::Value<'_>)>)> = Vec::new();
+            let reply = conn.call_method(
+                Some("org.freedesktop.systemd1"),
+                "/org/freedesktop/systemd1",
+                Some("org.freedesktop.systemd1.Manager"),
+                "StartTransientUnit",
+                &(unit.as_str(), "fail", properties, aux),
+            );
+            match reply {
+                Ok(_) => {
+                    let started = Instant::now();
+                    loop {
+                        if let Some(path) = own_v2_cgroup() {
+                            if path.ends_with(&format!("/{unit}")) {
+                                return Ok((unit, path));
+                            }
+                        }
+                        if started.elapsed() >= MOVE_TIMEOUT {
+                            return Err(dbus_error(format!(
+                                "systemd accepted the transient scope {unit} but did not \
+                                 move the runner into it within {} s",
+                                MOVE_TIMEOUT.as_secs()
+                            )));
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                }
+                Err(zbus::Error::MethodError(name, message, _))
+                    if name.as_str() == "org.freedesktop.systemd1.UnitExists" =>
+                {
+                    last_error = format!("{unit} exists: {}", message.unwrap_or_default());
+                }
+                Err(err) => {
+                    return Err(dbus_error(format!(
+                        "systemd refused a transient scope {unit} with Delegate=yes for the \
+                         runner: {err}"
+                    )))
+                }
+            }
+        }
+        Err(dbus_error(format!(
+            "no free name for the runner's transient scope ({last_error})"
+        )))
+    }
+}
