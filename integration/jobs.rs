@@ -191,3 +191,163 @@ fn output_split_inside_a_utf8_sequence_is_reassembled() {
     assert_eq!(r["output"], json!("é"));
     assert_host_clean("itest-utf8");
 }
+
+/// Two runners side by side never give two running jobs the same uid, even when they
+/// cannot tell each other apart by pid: each runner here is pid 1 of a pid namespace of
+/// its own, as runners in two containers on one host are.
+#[test]
+fn two_runners_side_by_side_never_share_a_uid() {
+    require_host();
+    let _h = exclusive();
+    let states = [State::new(), State::new()];
+    // Each job holds its uid for 2 s, so the two runs overlap.
+    let code = "setTimeout(()=>process.stdout.write(JSON.stringify({uid:process.getuid(),gid:process.getgid()})),2000)";
+    let runners: Vec<_> = states
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            let job = serde_json::to_vec(&job(&format!("itest-uid-{i}"), code, json!({})))
+                .expect("job json");
+            let mut child = std::process::Command::new("unshare")
+                .args(["--pid", "--fork", "--kill-child"])
+                .arg(BIN)
+                .arg("--state-dir")
+                .arg(state.path())
+                .args(["run-job", "-"])
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("unshare(1) from util-linux runs the runner in a pid namespace");
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(&job)
+                .expect("write the job");
+            child
+        })
+        .collect();
+    let results: Vec<Value> = runners
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().expect("wait for the runner");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            parse_result(&out.stdout)
+        })
+        .collect();
+    for r in &results {
+        assert_status(r, "ok", None);
+        assert!(
+            r["wall_ms"].as_u64().unwrap_or(0) >= 2000,
+            "the job held its uid for 2 s: {r}"
+        );
+    }
+    let uid = |r: &Value| r["output"]["uid"].as_u64().unwrap_or(0);
+    let (a, b) = (uid(&results[0]), uid(&results[1]));
+    assert!(
+        a >= SANDBOX_UID_BASE && b >= SANDBOX_UID_BASE,
+        "sandbox uids: {a} {b}"
+    );
+    assert_ne!(a, b, "two live jobs of two runners got the same uid");
+    for r in &results {
+        assert_eq!(
+            r["output"]["gid"], r["output"]["uid"],
+            "gid is the uid: {r}"
+        );
+    }
+    for s in &states {
+        s.assert_clean();
+    }
+    assert_host_clean("itest-uid-");
+}
+
+/// A job that ends `integrity` keeps nothing in the input cache, not even its inputs that
+/// did match; a job that runs keeps its inputs there for the next one.
+#[test]
+fn a_job_that_ends_integrity_leaves_nothing_in_the_cache() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let data = "d".repeat(640 * 1024);
+    let mut j = job("itest-cache", ECHO, json!({}));
+    j["inputs"].as_array_mut().expect("inputs").insert(
+        0,
+        json!({
+            "name": "data.txt",
+            "sha256": sha(data.as_bytes()),
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(&data),
+        }),
+    );
+    j["inputs"][1]["sha256"] = json!(sha(b"not the entry's bytes"));
+    let r = state.run_job(&j);
+    assert_status(&r, "integrity", Some("sha256_mismatch"));
+    let cache = state.path().join("cache");
+    let cached = |dir: &std::path::Path| -> Vec<String> {
+        std::fs::read_dir(dir).map_or(Vec::new(), |d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+    };
+    assert_eq!(
+        cached(&cache),
+        Vec::<String>::new(),
+        "cache after integrity"
+    );
+    j["inputs"][1]["sha256"] = json!(sha(ECHO.as_bytes()));
+    assert_status(&state.run_job(&j), "ok", None);
+    let mut names = cached(&cache);
+    names.sort();
+    let mut expected = vec![sha(data.as_bytes()), sha(ECHO.as_bytes())];
+    expected.sort();
+    assert_eq!(names, expected);
+    assert_host_clean("itest-cache");
+}
+
+/// The cache holds at most `runner.cache_max_bytes`: the least recently used input goes.
+#[test]
+fn the_input_cache_is_bounded() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    // Room for two 300 KiB inputs, not three.
+    let config = "[runner]\ncache_max_bytes = 700000\n";
+    let files: Vec<String> = ["a", "b", "c"]
+        .iter()
+        .map(|c| c.repeat(300 * 1024))
+        .collect();
+    for (i, data) in files.iter().enumerate() {
+        let mut j = job(&format!("itest-bound-{i}"), ECHO, json!({}));
+        j["inputs"].as_array_mut().expect("inputs").push(json!({
+            "name": "data.txt",
+            "sha256": sha(data.as_bytes()),
+            "content_base64": base64::engine::general_purpose::STANDARD.encode(data),
+        }));
+        let text = serde_json::to_vec(&j).expect("job json");
+        assert_status(&state.run_job_configured(&text, Some(config)), "ok", None);
+    }
+    let cache = state.path().join("cache");
+    let total: u64 = std::fs::read_dir(&cache)
+        .expect("cache dir")
+        .filter_map(Result::ok)
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    assert!(total <= 700_000, "the cache holds {total} bytes");
+    assert!(
+        cache.join(sha(files[2].as_bytes())).exists(),
+        "the newest input is kept"
+    );
+    assert!(
+        !cache.join(sha(files[0].as_bytes())).exists(),
+        "the least recently used input went"
+    );
+    assert_host_clean("itest-bound-");
+}

@@ -303,6 +303,9 @@ fn expectations() -> Vec<(&'static str, Expect, &'static str)> {
         ("setgroups_0", Errno(EPERM), "seccomp: setgroups"),
         ("capset_raise", Errno(EPERM), "seccomp: capset (the bounding set is empty too)"),
         ("prctl_set_dumpable", Errno(EPERM), "seccomp: prctl other than PR_SET_NAME/PR_GET_NAME"),
+        ("prlimit_core_zero", Errno(EPERM), "seccomp: no limit but RLIMIT_NOFILE may be set; RLIMIT_CORE stays 1, so a pipe core_pattern gets no dump"),
+        ("setrlimit_core_zero", Errno(EPERM), "seccomp: glibc's setrlimit is prlimit64 with a new limit"),
+        ("prlimit_nofile_read", Allowed, "contrast: reading a limit is allowed"),
         ("prctl_cap_ambient_raise", Errno(EPERM), "seccomp: no ambient capability"),
         ("prctl_set_name", Allowed, "contrast: PR_SET_NAME is allowed"),
         ("setpgid", Errno(EPERM), "seccomp: setpgid"),
@@ -484,6 +487,9 @@ fn native_probe_every_forbidden_call_fails_with_its_errno() {
         assert_eq!(fact_str(facts, cap), "0000000000000000", "{cap} is empty");
     }
     assert_eq!(fact_str(facts, "NoNewPrivs"), "1", "no_new_privs is set");
+    // 1, not 0: the kernel ignores 0 when core_pattern is a pipe, and reads 1 as no dump.
+    assert_eq!(fact_i64(facts, "rlimit_core_soft"), 1, "core limit (soft)");
+    assert_eq!(fact_i64(facts, "rlimit_core_hard"), 1, "core limit (hard)");
     assert_eq!(fact_str(facts, "Seccomp"), "2", "seccomp filter mode");
     assert!(
         fact_str(facts, "Seccomp_filters")

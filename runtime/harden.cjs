@@ -15,6 +15,7 @@ const apply = Reflect.apply;
 const defineProperty = Object.defineProperty;
 const startsWith = uncurry(String.prototype.startsWith);
 const endsWith = uncurry(String.prototype.endsWith);
+const indexOf = uncurry(String.prototype.indexOf);
 const charCodeAt = uncurry(String.prototype.charCodeAt);
 const stringSlice = uncurry(String.prototype.slice);
 const ErrorCtor = Error;
@@ -119,11 +120,53 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, ..
 
 // 3. The ES module loader: only node: builtins and files under /skill; no data: or
 //    other URLs, and no hooks of the tool's own. (Node 20 has no synchronous hooks.)
-function allowedUrl(url) {
-  if (typeof url !== 'string') return false;
-  if (startsWith(url, 'node:')) return true;
-  return startsWith(url, SKILL_URL) && hasExtension(url, MODULE_EXTENSIONS);
+//    Node takes a module's type from the URL's path, never from its query or fragment,
+//    so the extension is judged on the path, and a /skill URL with a query or fragment
+//    is refused outright: in a "type": "module" package `file:///skill/notes?x.js` would
+//    run `notes`, a file that is not code.
+function refusal(url) {
+  if (typeof url !== 'string') return 'importing anything but node: builtins and /skill files';
+  if (startsWith(url, 'node:')) return null;
+  if (!startsWith(url, SKILL_URL)) return 'importing anything but node: builtins and /skill files';
+  if (indexOf(url, '?') !== -1 || indexOf(url, '#') !== -1) {
+    return 'importing a /skill URL with a query or fragment';
+  }
+  if (!hasExtension(url, MODULE_EXTENSIONS)) {
+    return 'importing a /skill file that is not .js, .mjs, .cjs or .json';
+  }
+  return null;
 }
+// 6. Host-wide figures. sysinfo(2) is not namespaced: os.totalmem, os.freemem,
+//    os.loadavg, os.uptime and process.availableMemory would give the host's memory, load
+//    and uptime. The job sees its own instead: its memory limit (set by the runner's last
+//    line of this file, jobMemBytes), what is left of it, no load, its own age. A seat
+//    belt: native code could still call sysinfo; these figures are not secrets, only
+//    the host's fingerprint, and JavaScript has no other way to them.
+let jobMemBytes = 0;
+const memoryRss = process.memoryUsage.rss;
+const processUptime = process.uptime;
+const mathFloor = Math.floor;
+function ownTotal() {
+  return jobMemBytes;
+}
+function ownFree() {
+  const left = jobMemBytes - apply(memoryRss, process.memoryUsage, []);
+  return left > 0 ? left : 0;
+}
+let osLocked = false;
+function lockOs() {
+  osLocked = true;
+  const os = typeof getBuiltinModule === 'function'
+    ? apply(getBuiltinModule, process, ['os'])
+    : require('os');
+  lock(os, 'totalmem', function totalmem() { return ownTotal(); });
+  lock(os, 'freemem', function freemem() { return ownFree(); });
+  lock(os, 'loadavg', function loadavg() { return [0, 0, 0]; });
+  lock(os, 'uptime', function uptime() { return mathFloor(apply(processUptime, process, [])); });
+}
+lock(process, 'constrainedMemory', function constrainedMemory() { return ownTotal(); });
+lock(process, 'availableMemory', function availableMemory() { return ownFree(); });
+
 // 5. V8 flags set at run time could loosen the checks above for code compiled later.
 //    The v8 module is large: it is locked when a tool first asks for it.
 let v8Locked = false;
@@ -136,16 +179,20 @@ function lockV8() {
     : require('v8');
   lock(v8, 'setFlagsFromString', denied('v8.setFlagsFromString'));
 }
+if (typeof Module.registerHooks !== 'function') lockOs();
 if (typeof Module.registerHooks === 'function') Module.registerHooks({
   resolve(specifier, context, next) {
     const r = next(specifier, context);
-    if (!allowedUrl(r.url)) denied('importing anything but node: builtins and /skill files')();
+    const refused = refusal(r.url);
+    if (refused !== null) denied(refused)();
     if (!v8Locked && r.url === 'node:v8') lockV8();
     if (!vmLocked && loadsVm(r.url)) lockVm();
+    if (!osLocked && r.url === 'node:os') lockOs();
     return r;
   },
   load(url, context, next) {
-    if (!allowedUrl(url)) denied('loading anything but node: builtins and /skill files')();
+    const refused = refusal(url);
+    if (refused !== null) denied(refused)();
     return next(url, context);
   },
 });
@@ -158,6 +205,7 @@ if (typeof Module.registerHooks !== 'function' || typeof getBuiltinModule !== 'f
 if (typeof getBuiltinModule === 'function') {
   lock(process, 'getBuiltinModule', function guardedGetBuiltinModule(id) {
     if (!v8Locked && (id === 'v8' || id === 'node:v8')) lockV8();
+    if (!osLocked && (id === 'os' || id === 'node:os')) lockOs();
     if (!vmLocked && typeof id === 'string' && loadsVm(startsWith(id, 'node:') ? id : `node:${id}`)) {
       lockVm();
     }
@@ -302,3 +350,5 @@ Object.defineProperty(globalThis, 'WebAssembly', {
 if (process.env.OVSR_HARDEN_SELFTEST === '1') {
   module.exports = { sha256hex };
 }
+
+// The runner appends one line after this one: `jobMemBytes = <the job's mem_bytes>;`.

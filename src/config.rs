@@ -52,9 +52,17 @@ pub struct RunnerConfig {
     /// Processes and threads one job may hold (Node itself uses about a dozen threads).
     #[serde(default = "default_pids_max")]
     pub pids_max: u64,
-    /// Jobs run as uid/gid `sandbox_uid_base + n`, an id no account on the host uses.
+    /// Jobs run as uid/gid `sandbox_uid_base + n`, an id no account on the host uses, with
+    /// n below `sandbox_uid_count`; no two live jobs on the host share one
+    /// (`sandbox::uids`). The range must lie within 65536..=2147483646.
     #[serde(default = "default_uid_base")]
     pub sandbox_uid_base: u32,
+    #[serde(default = "default_uid_count")]
+    pub sandbox_uid_count: u32,
+    /// The input cache's size bound in bytes (least recently used entries go first);
+    /// 0 keeps nothing.
+    #[serde(default = "default_cache_max_bytes")]
+    pub cache_max_bytes: u64,
     /// The largest `args.input` accepted, serialized (SPEC.md: 256 KiB, configurable).
     #[serde(default = "default_max_input")]
     pub max_input_json_bytes: usize,
@@ -163,6 +171,12 @@ fn default_pids_max() -> u64 {
 fn default_uid_base() -> u32 {
     2_100_000_000
 }
+fn default_uid_count() -> u32 {
+    65_536
+}
+fn default_cache_max_bytes() -> u64 {
+    256 * 1024 * 1024
+}
 fn default_max_input() -> usize {
     crate::job::INPUT_JSON_DEFAULT_CAP
 }
@@ -178,6 +192,8 @@ impl Default for RunnerConfig {
             cgroup_parent: None,
             pids_max: default_pids_max(),
             sandbox_uid_base: default_uid_base(),
+            sandbox_uid_count: default_uid_count(),
+            cache_max_bytes: default_cache_max_bytes(),
             max_input_json_bytes: default_max_input(),
             fault_inject: None,
             pretend_missing: Vec::new(),
@@ -199,8 +215,14 @@ impl Config {
             None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text)
-                .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display())),
+            Ok(text) => {
+                let config = Config::parse(&text)
+                    .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display()))?;
+                if let Some(problem) = config.problem() {
+                    anyhow::bail!("configuration {}: {problem}", path.display());
+                }
+                Ok(config)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
                 Ok(Config::default())
             }
@@ -213,6 +235,14 @@ impl Config {
 
     pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// A value that parses but cannot be used, named with what to change.
+    pub fn problem(&self) -> Option<String> {
+        crate::sandbox::uids::range_problem(
+            self.runner.sandbox_uid_base,
+            self.runner.sandbox_uid_count,
+        )
     }
 
     /// Jobs run at once: `runner.max_jobs`, or the number of CPU cores.
@@ -261,6 +291,37 @@ mod tests {
         assert!(c.skills_on());
         let c = Config::parse("[worker]\nfunctions = [\"openvibe-codes@1.0.0\"]\n").unwrap();
         assert!(!c.skills_on());
+    }
+
+    #[test]
+    fn a_uid_range_outside_the_safe_one_is_refused_at_load() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        for (text, says) in [
+            ("[runner]\nsandbox_uid_base = 1000\n", "below 65536"),
+            (
+                "[runner]\nsandbox_uid_base = 4294967295\n",
+                "above 2147483646",
+            ),
+            (
+                "[runner]\nsandbox_uid_base = 2147483000\nsandbox_uid_count = 1000\n",
+                "above 2147483646",
+            ),
+            (
+                "[runner]\nsandbox_uid_count = 0\n",
+                "sandbox_uid_count is 0",
+            ),
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let err = Config::load(Some(&path)).unwrap_err().to_string();
+            assert!(
+                err.contains(says) && err.contains("config.toml"),
+                "{text}: {err}"
+            );
+        }
+        std::fs::write(&path, "[runner]\nsandbox_uid_base = 3000000\n").unwrap();
+        let c = Config::load(Some(&path)).unwrap();
+        assert_eq!(c.runner.sandbox_uid_count, 65_536);
     }
 
     #[test]

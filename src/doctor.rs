@@ -104,6 +104,9 @@ fn checks(config: &Config) -> Vec<Check> {
             assets::ETC_POLICIES
         )),
     ));
+    out.push(core_dump_check(
+        std::fs::read_to_string("/proc/sys/kernel/core_pattern").map_err(|e| e.to_string()),
+    ));
     out.push(egress_check(config));
     match CgroupHost::detect(config.runner.cgroup_parent.as_deref()) {
         Ok(h) => {
@@ -173,6 +176,45 @@ fn files_check(config: &Config) -> Check {
             )),
         )
     }
+}
+
+/// Where the host sends a crashing process's memory (`kernel.core_pattern`, read, never
+/// written), and why no job's memory goes there.
+fn core_dump_check(pattern: Result<String, String>) -> Check {
+    let pattern = match pattern {
+        Ok(p) => p.trim_end().to_string(),
+        Err(e) => {
+            return check(
+                "core dumps",
+                true,
+                format!(
+                    "core_pattern unreadable ({e}); jobs run with RLIMIT_CORE 1, which stops \
+                     core files and pipe helpers alike"
+                ),
+                None,
+            )
+        }
+    };
+    let shown = format!("{pattern:?}");
+    let detail = if let Some(helper) = pattern.strip_prefix('|') {
+        format!(
+            "core_pattern {shown} pipes cores to a helper ({}) that runs as root; jobs run with \
+             RLIMIT_CORE 1, the value the kernel reads as \"no dump, not even to a pipe\", and \
+             seccomp keeps them from changing it",
+            helper.split_whitespace().next().unwrap_or("")
+        )
+    } else if pattern.starts_with('@') {
+        format!(
+            "core_pattern {shown} sends cores to a socket; jobs run with RLIMIT_CORE 1, and the \
+             receiver (systemd-coredump) skips processes whose core limit is below a page"
+        )
+    } else {
+        format!(
+            "core_pattern {shown} writes core files; jobs run with RLIMIT_CORE 1, below any core \
+             file's size, and on a read-only root"
+        )
+    };
+    check("core dumps", true, detail, None)
 }
 
 /// The egress policy, a job network namespace with local routes, and the upstream DNS
@@ -249,5 +291,39 @@ pub fn run(config: Config, json: bool) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_core_pattern_is_reported_with_what_it_means() {
+        let c = core_dump_check(Ok("|/usr/lib/systemd/systemd-coredump %P %u %g\n".into()));
+        assert!(c.ok);
+        assert!(
+            c.detail
+                .contains("\"|/usr/lib/systemd/systemd-coredump %P %u %g\"")
+                && c.detail.contains("/usr/lib/systemd/systemd-coredump)")
+                && c.detail.contains("RLIMIT_CORE 1")
+                && c.detail.contains("not even to a pipe"),
+            "{}",
+            c.detail
+        );
+        let c = core_dump_check(Ok("core\n".into()));
+        assert!(
+            c.detail.contains("\"core\" writes core files"),
+            "{}",
+            c.detail
+        );
+        let c = core_dump_check(Ok("@@/run/systemd/coredump".into()));
+        assert!(c.detail.contains("socket"), "{}", c.detail);
+        let c = core_dump_check(Err("permission denied".into()));
+        assert!(
+            c.detail.contains("unreadable (permission denied)"),
+            "{}",
+            c.detail
+        );
     }
 }

@@ -14,6 +14,7 @@ use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
 use crate::sandbox::seccomp::{self, CompiledFilters, SeccompPolicy};
+use crate::sandbox::uids::{self, UidPool};
 use crate::sandbox::{landlock, Layers};
 use crate::supervise;
 use std::collections::HashMap;
@@ -29,6 +30,7 @@ pub struct Engine {
     filters: Filters,
     egress: Egress,
     cgroups: CgroupHost,
+    uids: UidPool,
     cache: Cache,
     media: Option<crate::media::Media>,
     jobs_dir: PathBuf,
@@ -142,6 +144,12 @@ impl Engine {
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
+        let uids = UidPool::open(
+            Path::new(uids::LOCK_DIR),
+            config.runner.sandbox_uid_base,
+            config.runner.sandbox_uid_count,
+        )
+        .map_err(layer)?;
         let preload = assets::preload(&config).map_err(layer)?.bytes.into_owned();
         let media = crate::media::Media::from_config(&config).map_err(layer)?;
         // The running binary itself, even if an upgrade replaced the file on disk: a new
@@ -151,13 +159,14 @@ impl Engine {
             max_input_json_bytes: config.runner.max_input_json_bytes,
         };
         Ok(Engine {
-            cache: Cache::new(state.join("cache")),
+            cache: Cache::new(state.join("cache"), config.runner.cache_max_bytes),
             media,
             config,
             runtime,
             filters,
             egress,
             cgroups,
+            uids,
             jobs_dir,
             preload,
             self_exe,
@@ -198,6 +207,11 @@ impl Engine {
         &self.egress
     }
 
+    /// The input cache's size and evictions, for `/metrics`.
+    pub fn cache_stats(&self) -> inputs::CacheStats {
+        self.cache.stats()
+    }
+
     fn node(&self) -> Option<&str> {
         Some(self.runtime.version.as_str())
     }
@@ -227,19 +241,21 @@ impl Engine {
 
     /// Runs one valid job to its terminal result.
     pub async fn run(&self, job: ValidJob, cancel: &CancellationToken) -> JobResult {
-        if let Some(media) = &self.media {
-            if let Err(e) = media.fetch_missing(&job, &self.cache).await {
-                return self.input_failure(&job, e);
-            }
-        }
-        let files = match inputs::resolve(&job, &self.cache) {
+        let fetched = match &self.media {
+            Some(media) => match media.fetch_missing(&job, &self.cache).await {
+                Ok(f) => f,
+                Err(e) => return self.input_failure(&job, e),
+            },
+            None => inputs::Fetched::new(),
+        };
+        let files = match inputs::resolve(&job, &self.cache, &fetched) {
             Ok(f) => f,
             Err(e) => return self.input_failure(&job, e),
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
         let unique = format!("{}.{}.{}", job.job_id, std::process::id(), seq);
         let dir = self.jobs_dir.join(&unique);
-        let result = self.run_in(&job, &files, &dir, &unique, seq, cancel).await;
+        let result = self.run_in(&job, &files, &dir, &unique, cancel).await;
         if let Err(e) = remove_job_dir(&dir) {
             tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
         }
@@ -252,7 +268,6 @@ impl Engine {
         files: &[(String, Vec<u8>)],
         dir: &Path,
         unique: &str,
-        seq: u64,
         cancel: &CancellationToken,
     ) -> JobResult {
         let paths = JobPaths {
@@ -266,11 +281,13 @@ impl Engine {
             Ok(f) => f,
             Err(e) => return self.internal(job, e),
         };
-        let uid = self
-            .config
-            .runner
-            .sandbox_uid_base
-            .saturating_add(((std::process::id() as u64 * 4096 + seq) % 1_000_000_000) as u32);
+        // Held until this function returns: after the job's processes are gone and its
+        // cgroup removed.
+        let lease = match self.uids.lease() {
+            Ok(l) => l,
+            Err(e) => return self.internal(job, e),
+        };
+        let uid = lease.uid();
         let limits = CgroupLimits {
             mem_bytes: job.mem_bytes,
             pids_max: self.config.runner.pids_max,
@@ -329,7 +346,12 @@ impl Engine {
         let removed = cgroup.remove();
         let outcome = match outcome {
             Ok(o) => o,
-            Err(e) => return self.internal(job, e.to_string()),
+            Err(e) => {
+                // Processes of the job may still run as this uid: it stays taken for as
+                // long as this runner lives.
+                std::mem::forget(lease);
+                return self.internal(job, e.to_string());
+            }
         };
         if let Err(e) = removed {
             tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");

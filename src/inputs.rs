@@ -1,18 +1,23 @@
 //! A job's inputs: find their bytes, verify them, lay them out read-only.
 //!
 //! Bytes come from the job itself, else from the content-addressed cache (verified again
-//! on read). They are hashed in memory before anything is written or run, and written
-//! into a fresh directory with `openat`/`mkdirat` relative to directory descriptors and
-//! `O_NOFOLLOW|O_EXCL`, so no name can lead outside it.
+//! on read), else from what the Media service sent for this job. They are hashed in memory
+//! before anything is written or run, and written into a fresh directory with
+//! `openat`/`mkdirat` relative to directory descriptors and `O_NOFOLLOW|O_EXCL`, so no name
+//! can lead outside it. The cache keeps a job's new bytes only once every input of the job
+//! is verified, and holds at most `runner.cache_max_bytes`, least recently used first out.
 
 use crate::job::{check_input_content, ValidInput, ValidJob};
 use nix::fcntl::{openat, OFlag};
 use nix::sys::stat::{fchmod, mkdirat, Mode};
 use sha2::{Digest, Sha256};
-use std::collections::BTreeMap;
-use std::io::Write;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// Why the inputs could not be made ready.
 #[derive(Debug, thiserror::Error)]
@@ -46,22 +51,64 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// The content-addressed cache: `<dir>/<sha256 hex>`, read-only files.
+/// Bytes the Media service sent for one job, by sha256, verified, not yet cached.
+pub type Fetched = HashMap<[u8; 32], Vec<u8>>;
+
+/// What an entry costs the cache's bound: its size in 4 KiB blocks, at least one, so that
+/// empty or tiny entries cannot make the directory grow without bound either.
+fn charge(len: u64) -> u64 {
+    len.div_ceil(4096).max(1) * 4096
+}
+
+/// A cache temp file older than this was left by a runner that died while writing it.
+const STALE_TMP: Duration = Duration::from_secs(600);
+
+/// The cache's size and evictions, for `/metrics`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Bytes the entries hold, counted as the bound counts them (4 KiB blocks).
+    pub bytes: u64,
+    /// Entries removed to keep the bound since this runner started.
+    pub evictions: u64,
+    /// The bound.
+    pub max_bytes: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    bytes: AtomicU64,
+    measured: AtomicBool,
+    evictions: AtomicU64,
+}
+
+/// The content-addressed cache: `<dir>/<sha256 hex>`, read-only files, at most `max_bytes`
+/// of them; an entry's modification time is when a job last used it (the LRU order,
+/// shared by every runner using the same state directory).
 #[derive(Debug, Clone)]
 pub struct Cache {
     dir: PathBuf,
+    max_bytes: u64,
+    counters: Arc<Counters>,
 }
 
 impl Cache {
-    pub fn new(dir: PathBuf) -> Cache {
-        Cache { dir }
+    pub fn new(dir: PathBuf, max_bytes: u64) -> Cache {
+        Cache {
+            dir,
+            max_bytes,
+            counters: Arc::default(),
+        }
     }
 
     /// The bytes for a digest, only if they still hash to it; a corrupt entry is removed.
+    /// A hit makes the entry the most recently used.
     pub fn get(&self, digest: &[u8; 32]) -> Option<Vec<u8>> {
         let path = self.dir.join(hex::encode(digest));
-        let bytes = std::fs::read(&path).ok()?;
+        let mut file = std::fs::File::open(&path).ok()?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).ok()?;
         if &sha256(&bytes) == digest {
+            let _ = file.set_modified(SystemTime::now());
             Some(bytes)
         } else {
             tracing::warn!(path = %path.display(), "cache entry does not match its name; removed");
@@ -70,11 +117,30 @@ impl Cache {
         }
     }
 
-    /// Keeps verified bytes for later jobs. Best effort: a failure only costs a refetch.
+    /// Size and evictions; the size is measured on first use, then kept by `put`.
+    pub fn stats(&self) -> CacheStats {
+        if !self.counters.measured.load(Ordering::Relaxed) {
+            self.enforce_bound();
+        }
+        CacheStats {
+            bytes: self.counters.bytes.load(Ordering::Relaxed),
+            evictions: self.counters.evictions.load(Ordering::Relaxed),
+            max_bytes: self.max_bytes,
+        }
+    }
+
+    /// Keeps verified bytes for later jobs, then evicts the least recently used entries
+    /// past the bound. Best effort: a failure only costs a refetch.
     pub fn put(&self, digest: &[u8; 32], bytes: &[u8]) {
         let name = hex::encode(digest);
         let path = self.dir.join(&name);
         if path.exists() {
+            if let Ok(f) = std::fs::File::open(&path) {
+                let _ = f.set_modified(SystemTime::now());
+            }
+            return;
+        }
+        if self.max_bytes < charge(bytes.len() as u64) {
             return;
         }
         if std::fs::create_dir_all(&self.dir).is_err() {
@@ -91,6 +157,56 @@ impl Cache {
         } else {
             let _ = std::fs::remove_file(&tmp);
         }
+        self.enforce_bound();
+    }
+
+    /// Measures the cache and removes least recently used entries until it is within its
+    /// bound (and temp files that a dead runner left). Other runners sharing the state
+    /// directory may remove entries at the same time: a vanished file is simply gone.
+    fn enforce_bound(&self) {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            self.counters.bytes.store(0, Ordering::Relaxed);
+            self.counters.measured.store(true, Ordering::Relaxed);
+            return;
+        };
+        let now = SystemTime::now();
+        let mut entries: Vec<(SystemTime, PathBuf, u64)> = Vec::new();
+        for e in dir.filter_map(Result::ok) {
+            let Ok(meta) = e.metadata() else { continue };
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            let modified = meta.modified().unwrap_or(SystemTime::UNIX_EPOCH);
+            let is_entry = name.len() == 64 && name.bytes().all(|b| b.is_ascii_hexdigit());
+            if !is_entry {
+                let stale = now.duration_since(modified).unwrap_or_default() > STALE_TMP;
+                if meta.is_file() && name.ends_with(".tmp") && stale {
+                    let _ = std::fs::remove_file(e.path());
+                }
+                continue;
+            }
+            if meta.is_file() {
+                entries.push((modified, e.path(), charge(meta.len())));
+            }
+        }
+        entries.sort();
+        let mut total: u64 = entries.iter().map(|(_, _, c)| c).sum();
+        for (_, path, cost) in &entries {
+            if total <= self.max_bytes {
+                break;
+            }
+            match std::fs::remove_file(path) {
+                Ok(()) => {
+                    self.counters.evictions.fetch_add(1, Ordering::Relaxed);
+                    total -= cost;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => total -= cost,
+                Err(e) => {
+                    tracing::warn!(path = %path.display(), error = %e, "cannot evict a cache entry");
+                }
+            }
+        }
+        self.counters.bytes.store(total, Ordering::Relaxed);
+        self.counters.measured.store(true, Ordering::Relaxed);
     }
 }
 
@@ -108,11 +224,17 @@ pub fn verify(input: &ValidInput, bytes: &[u8]) -> Result<(), InputError> {
     Ok(())
 }
 
-pub fn resolve(job: &ValidJob, cache: &Cache) -> Result<Vec<(String, Vec<u8>)>, InputError> {
+/// New bytes (carried by the job or fetched for it) go into the cache only after every
+/// input passed, so a job that ends `integrity` or `rejected` leaves nothing there.
+pub fn resolve(
+    job: &ValidJob,
+    cache: &Cache,
+    fetched: &Fetched,
+) -> Result<Vec<(String, Vec<u8>)>, InputError> {
     let mut out = Vec::with_capacity(job.inputs.len());
     let mut total = 0usize;
     for input in &job.inputs {
-        let bytes = bytes_of(input, cache)?;
+        let bytes = bytes_of(input, cache, fetched)?;
         verify(input, &bytes)?;
         check_input_content(&input.name, &bytes).map_err(InputError::Content)?;
         total += bytes.len();
@@ -122,16 +244,21 @@ pub fn resolve(job: &ValidJob, cache: &Cache) -> Result<Vec<(String, Vec<u8>)>, 
                 crate::job::MAX_INPUTS_TOTAL_BYTES
             )));
         }
-        if input.content.is_some() {
-            cache.put(&input.sha256, &bytes);
-        }
         out.push((input.name.clone(), bytes));
+    }
+    for (input, (_, bytes)) in job.inputs.iter().zip(&out) {
+        if input.content.is_some() || fetched.contains_key(&input.sha256) {
+            cache.put(&input.sha256, bytes);
+        }
     }
     Ok(out)
 }
 
-fn bytes_of(input: &ValidInput, cache: &Cache) -> Result<Vec<u8>, InputError> {
+fn bytes_of(input: &ValidInput, cache: &Cache, fetched: &Fetched) -> Result<Vec<u8>, InputError> {
     if let Some(b) = &input.content {
+        return Ok(b.clone());
+    }
+    if let Some(b) = fetched.get(&input.sha256) {
         return Ok(b.clone());
     }
     cache.get(&input.sha256).ok_or_else(|| InputError::Missing {
@@ -257,10 +384,121 @@ mod tests {
         assert!(!outside.join("f").exists());
     }
 
+    fn set_age(cache_dir: &Path, digest: &[u8; 32], secs_ago: u64) {
+        let f = std::fs::File::open(cache_dir.join(hex::encode(digest))).unwrap();
+        f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago))
+            .unwrap();
+    }
+
+    #[test]
+    fn the_cache_keeps_its_bound_and_evicts_the_least_recently_used() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        // Room for three 4 KiB blocks.
+        let cache = Cache::new(dir.clone(), 3 * 4096);
+        let (a, b, c, d) = (
+            b"a".as_slice(),
+            b"b".as_slice(),
+            b"c".as_slice(),
+            b"d".as_slice(),
+        );
+        for (i, bytes) in [a, b, c].into_iter().enumerate() {
+            cache.put(&sha256(bytes), bytes);
+            set_age(&dir, &sha256(bytes), 300 - i as u64 * 100);
+        }
+        assert_eq!(cache.stats().bytes, 3 * 4096);
+        assert_eq!(cache.stats().evictions, 0);
+        // `a` is the oldest, but a job uses it now: `b` becomes the least recently used.
+        assert_eq!(cache.get(&sha256(a)).unwrap(), a);
+        cache.put(&sha256(d), d);
+        assert!(cache.get(&sha256(b)).is_none(), "b was evicted");
+        for kept in [a, c, d] {
+            assert_eq!(cache.get(&sha256(kept)).unwrap(), kept);
+        }
+        let s = cache.stats();
+        assert_eq!((s.bytes, s.evictions, s.max_bytes), (3 * 4096, 1, 3 * 4096));
+        // An entry larger than the whole bound is never kept; 0 keeps nothing.
+        let big = vec![b'x'; 4 * 4096];
+        cache.put(&sha256(&big), &big);
+        assert!(cache.get(&sha256(&big)).is_none());
+        let none = Cache::new(tmp.path().join("none"), 0);
+        none.put(&sha256(a), a);
+        assert!(none.get(&sha256(a)).is_none());
+        assert_eq!(none.stats().bytes, 0);
+    }
+
+    #[test]
+    fn many_tiny_entries_count_against_the_bound() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"), 10 * 4096);
+        for i in 0..50u32 {
+            let bytes = i.to_string();
+            cache.put(&sha256(bytes.as_bytes()), bytes.as_bytes());
+        }
+        let entries = std::fs::read_dir(tmp.path().join("cache")).unwrap().count();
+        assert_eq!(entries, 10);
+        assert_eq!(cache.stats().evictions, 40);
+    }
+
+    #[test]
+    fn a_job_with_a_bad_input_leaves_nothing_in_the_cache() {
+        use base64::Engine as _;
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"), 1 << 20);
+        let good = vec![b'g'; 640 * 1024];
+        let input = |name: &str, bytes: &[u8], sha: &[u8]| {
+            serde_json::json!({
+                "name": name,
+                "sha256": hex::encode(sha256(sha)),
+                "content_base64": base64::engine::general_purpose::STANDARD.encode(bytes),
+            })
+        };
+        let job = |inputs: Vec<serde_json::Value>| {
+            let v = serde_json::json!({
+                "job_id": "cache-test",
+                "class": "function",
+                "artifact": crate::job::ARTIFACT,
+                "args": {"tool": "probe", "entry": "t.js", "input": {}},
+                "inputs": inputs,
+            });
+            crate::job::parse_job_value(v, &crate::job::Bounds::default()).unwrap()
+        };
+        // The good data file comes first, the entry's bytes do not match its sha256.
+        let bad = job(vec![
+            input("data.txt", &good, &good),
+            input("t.js", b"1", b"2"),
+        ]);
+        let e = resolve(&bad, &cache, &Fetched::new()).unwrap_err();
+        assert!(matches!(e, InputError::Mismatch { .. }), "{e}");
+        // Bytes fetched from Media for a job that then fails are not kept either.
+        let fetched_bytes = b"fetched".to_vec();
+        let mut fetched = Fetched::new();
+        fetched.insert(sha256(&fetched_bytes), fetched_bytes.clone());
+        let from_media = serde_json::json!({
+            "name": "media.txt",
+            "media_id": "med_1",
+            "sha256": hex::encode(sha256(&fetched_bytes)),
+        });
+        let bad = job(vec![from_media.clone(), input("t.js", b"1", b"2")]);
+        let _ = resolve(&bad, &cache, &fetched).unwrap_err();
+        let left = std::fs::read_dir(tmp.path().join("cache")).map_or(0, |d| d.count());
+        assert_eq!(left, 0, "nothing of a job that ends integrity is cached");
+        // A job whose inputs all pass keeps them.
+        let ok = job(vec![
+            input("data.txt", &good, &good),
+            from_media,
+            input("t.js", b"1", b"1"),
+        ]);
+        resolve(&ok, &cache, &fetched).unwrap();
+        assert_eq!(cache.get(&sha256(&good)).unwrap(), good);
+        assert_eq!(cache.get(&sha256(&fetched_bytes)).unwrap(), fetched_bytes);
+        assert_eq!(cache.get(&sha256(b"1")).unwrap(), b"1");
+    }
+
     #[test]
     fn cache_verifies_on_read() {
         let tmp = tempfile::tempdir().unwrap();
-        let cache = Cache::new(tmp.path().join("cache"));
+        let cache = Cache::new(tmp.path().join("cache"), 1 << 20);
         let d = sha256(b"hello");
         assert!(cache.get(&d).is_none());
         cache.put(&d, b"hello");

@@ -2,14 +2,14 @@
 //! bytes and is not in the cache.
 //!
 //! The answer is bounded in size (the 1 MiB all inputs may hold together) and in time
-//! (`runner.media_timeout_ms`, connection to last byte), hashed in memory, and kept in the
-//! content-addressed cache only when it matches the input's sha256; `inputs::resolve`
-//! then finds it there and verifies it once more. Nothing is written for bytes that do not
-//! match. The job's `subject` and `project` go along as `X-OV-Subject` and `X-OV-Project`,
+//! (`runner.media_timeout_ms`, connection to last byte), hashed in memory, and handed to
+//! `inputs::resolve` only when it matches the input's sha256; `resolve` verifies it once
+//! more and keeps it in the content-addressed cache once every input of the job passed.
+//! Nothing is written for bytes that do not match, nor for a job that ends `integrity`. The job's `subject` and `project` go along as `X-OV-Subject` and `X-OV-Project`,
 //! so the Media service can check that the job may read what it names.
 
 use crate::config::Config;
-use crate::inputs::{Cache, InputError};
+use crate::inputs::{Cache, Fetched, InputError};
 use crate::job::{ValidJob, MAX_INPUTS_TOTAL_BYTES};
 use std::time::Duration;
 
@@ -62,13 +62,21 @@ impl Media {
         })
     }
 
-    /// Fetches every input the job carries no bytes for and the cache lacks, and keeps
-    /// the verified bytes in the cache. An input without a `media_id` is left to
-    /// `inputs::resolve`, which reports it missing.
-    pub async fn fetch_missing(&self, job: &ValidJob, cache: &Cache) -> Result<(), InputError> {
+    /// Fetches every input the job carries no bytes for and the cache lacks, and returns
+    /// the verified bytes. An input without a `media_id` is left to `inputs::resolve`,
+    /// which reports it missing.
+    pub async fn fetch_missing(
+        &self,
+        job: &ValidJob,
+        cache: &Cache,
+    ) -> Result<Fetched, InputError> {
         let mut budget = self.max_bytes;
+        let mut fetched = Fetched::new();
         for input in &job.inputs {
-            if input.content.is_some() || cache.get(&input.sha256).is_some() {
+            if input.content.is_some()
+                || fetched.contains_key(&input.sha256)
+                || cache.get(&input.sha256).is_some()
+            {
                 continue;
             }
             let Some(media_id) = input.media_id.as_deref() else {
@@ -82,9 +90,9 @@ impl Media {
             })?;
             crate::inputs::verify(input, &bytes)?;
             budget -= bytes.len();
-            cache.put(&input.sha256, &bytes);
+            fetched.insert(input.sha256, bytes);
         }
-        Ok(())
+        Ok(fetched)
     }
 
     /// The body of `GET <base>/<media_id>`, at most `limit` bytes, within the timeout.
@@ -253,7 +261,7 @@ mod tests {
     async fn fetches_verifies_and_caches() {
         let addr = server().await;
         let tmp = tempfile::tempdir().unwrap();
-        let cache = Cache::new(tmp.path().join("cache"));
+        let cache = Cache::new(tmp.path().join("cache"), 1 << 20);
         let media = Media::new(
             &format!("http://{addr}/media/"),
             Duration::from_secs(5),
@@ -262,7 +270,13 @@ mod tests {
         .unwrap();
 
         let job = job_with("good", GOOD);
-        media.fetch_missing(&job, &cache).await.unwrap();
+        let fetched = media.fetch_missing(&job, &cache).await.unwrap();
+        assert_eq!(fetched.get(&sha256(GOOD)).map(Vec::as_slice), Some(GOOD));
+        assert!(
+            cache.get(&sha256(GOOD)).is_none(),
+            "not cached before resolve"
+        );
+        crate::inputs::resolve(&job, &cache, &fetched).unwrap();
         assert_eq!(cache.get(&sha256(GOOD)).unwrap(), GOOD);
         // Cached now: no second request is needed (a dead server would do).
         let dead = Media::new("http://127.0.0.1:9/", Duration::from_millis(300), 1 << 20).unwrap();
@@ -270,7 +284,7 @@ mod tests {
 
         let job = job_with("other", GOOD);
         let e = media
-            .fetch_missing(&job, &Cache::new(tmp.path().join("c2")))
+            .fetch_missing(&job, &Cache::new(tmp.path().join("c2"), 1 << 20))
             .await
             .unwrap_err();
         assert!(matches!(e, InputError::Mismatch { .. }), "{e}");
@@ -304,7 +318,7 @@ mod tests {
     async fn a_silent_server_costs_the_timeout_and_no_more() {
         let addr = server().await;
         let tmp = tempfile::tempdir().unwrap();
-        let cache = Cache::new(tmp.path().join("cache"));
+        let cache = Cache::new(tmp.path().join("cache"), 1 << 20);
         let media = Media::new(
             &format!("http://{addr}/media"),
             Duration::from_millis(400),

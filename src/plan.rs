@@ -138,6 +138,17 @@ pub fn heap_mib(mem_bytes: u64) -> u64 {
     (mem_bytes / MIB * HEAP_FRACTION_NUM / HEAP_FRACTION_DEN).max(8)
 }
 
+/// The preload as the job gets it: the runner's file and one last line that gives it the
+/// job's memory limit, which it reports as the machine's memory (`os.totalmem()`).
+pub fn job_preload(preload: &[u8], mem_bytes: u64) -> Vec<u8> {
+    let mut bytes = preload.to_vec();
+    if !bytes.ends_with(b"\n") {
+        bytes.push(b'\n');
+    }
+    bytes.extend_from_slice(format!("jobMemBytes = {mem_bytes};\n").as_bytes());
+    bytes
+}
+
 /// Node's argv for a job: the runtime's own flags, the hardening preload, the entry.
 pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
     vec![
@@ -246,6 +257,7 @@ pub fn build(
             bytes: bytes.clone(),
         })
         .collect();
+    let preload = job_preload(preload, job.mem_bytes);
     let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
         + etc_files.iter().map(|f| f.bytes.len() as u64).sum::<u64>()
         + preload.len() as u64;
@@ -257,7 +269,7 @@ pub fn build(
         skill_files,
         preload: PlanFile {
             name: "harden.cjs".into(),
-            bytes: preload.to_vec(),
+            bytes: preload,
         },
         etc_files,
         join_netns: egress,
@@ -417,8 +429,9 @@ mod tests {
         // the host, so no host path shows in the job's mountinfo.
         assert_eq!(p.skill_files.len(), 1);
         assert_eq!(p.skill_files[0].name, "tools/t.js");
-        assert_eq!(p.preload.bytes, b"'use strict'");
-        assert_eq!(p.root_bytes, ROOT_TMPFS_SLACK + 1 + 12);
+        let preload = format!("'use strict'\njobMemBytes = {};\n", 128 * MIB);
+        assert_eq!(p.preload.bytes, preload.as_bytes());
+        assert_eq!(p.root_bytes, ROOT_TMPFS_SLACK + 1 + preload.len() as u64);
     }
 
     #[test]
@@ -473,7 +486,10 @@ mod tests {
             }
             assert_eq!(
                 p.root_bytes,
-                ROOT_TMPFS_SLACK + 1 + 12 + (RESOLV_CONF.len() + HOSTS.len()) as u64
+                ROOT_TMPFS_SLACK
+                    + 1
+                    + p.preload.bytes.len() as u64
+                    + (RESOLV_CONF.len() + HOSTS.len()) as u64
             );
         }
     }

@@ -248,8 +248,22 @@ fn signal_name(sig: i32) -> String {
         .unwrap_or_else(|_| format!("SIG{sig}"))
 }
 
-/// V8 says this on stderr when its heap ceiling is reached, just before it aborts.
-const V8_HEAP_OOM: &str = "heap out of memory";
+/// V8 gives up at its heap ceiling (`--max-old-space-size`) only when its old generation
+/// holds at least this share of it (V8's `Heap::IsIneffectiveMarkCompact`, 80%, or the
+/// ceiling itself); those bytes are live objects, so resident, so in the cgroup's peak.
+const HEAP_CEILING_EVIDENCE: (u64, u64) = (4, 5);
+
+/// Whether the evidence the runner owns fits V8 having reached its heap ceiling: Node
+/// died by SIGABRT (V8's out-of-memory handler aborts) and the job's memory peak, read from
+/// its cgroup, reached 80% of the ceiling. The tool's stderr is never consulted: a tool
+/// writes it, and may print V8's message and abort at a few MiB. A tool that really holds
+/// that much memory and then aborts is judged `memory` too; it could have reached the
+/// ceiling just as well, so it gains nothing by pretending.
+fn heap_ceiling_reached(o: &Outcome, signal: Option<i32>, mem_bytes: u64) -> bool {
+    let ceiling = crate::plan::heap_mib(mem_bytes) * 1024 * 1024;
+    let (num, den) = HEAP_CEILING_EVIDENCE;
+    signal == Some(libc::SIGABRT) && o.stats.mem_peak_bytes >= ceiling / den * num
+}
 
 /// Pure: what an observed run means (SPEC.md's statuses and reasons).
 pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
@@ -310,8 +324,11 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         None => {}
     }
     let failed = exit_code != Some(0);
-    let v8_oom = String::from_utf8_lossy(&o.stderr).contains(V8_HEAP_OOM);
-    if failed && (o.stats.oom_killed || o.stats.memory_limit_hit || (v8_oom && signal.is_some())) {
+    if failed
+        && (o.stats.oom_killed
+            || o.stats.memory_limit_hit
+            || heap_ceiling_reached(o, signal, mem_bytes))
+    {
         return verdict(
             Status::Limit,
             "memory",
@@ -468,16 +485,23 @@ mod tests {
         );
     }
 
+    const V8_MESSAGE: &[u8] =
+        b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory";
+
     #[test]
     fn memory_of_either_kind_is_a_limit() {
-        // V8's own ceiling: abort with its message.
-        let o = Outcome {
+        // V8's own ceiling (64 MiB at 128 MiB): abort with most of the ceiling in use.
+        let mut o = Outcome {
             reports: vec![Report::Signaled { signal: 6 }],
-            stderr:
-                b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory"
-                    .to_vec(),
             ..Default::default()
         };
+        o.stats.mem_peak_bytes = 90 << 20;
+        assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+        // Whatever stderr says (a tool may close it before it runs out).
+        o.stderr = b"nothing to see".to_vec();
+        assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+        // The least V8 gives up with: 80% of the ceiling.
+        o.stats.mem_peak_bytes = (64 << 20) / 5 * 4;
         assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
         // The kernel's: the cgroup's OOM killer.
         let mut o = Outcome {
@@ -492,8 +516,32 @@ mod tests {
         assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
         // The message alone, printed by a tool that exits normally, is not a limit.
         let mut o = exited(1, "");
-        o.stderr = V8_HEAP_OOM.as_bytes().to_vec();
+        o.stderr = V8_MESSAGE.to_vec();
         assert_eq!(status_reason(&o), (Status::Error, Some("exit".into())));
+    }
+
+    /// A tool that prints V8's message itself and aborts far below its heap ceiling: the
+    /// runner's evidence says it did not run out of memory.
+    #[test]
+    fn a_faked_heap_message_is_not_memory() {
+        let mut o = Outcome {
+            reports: vec![Report::Signaled { signal: 6 }],
+            stderr: V8_MESSAGE.to_vec(),
+            ..Default::default()
+        };
+        o.stats.mem_peak_bytes = 10 << 20;
+        let v = classify(&o, 1000, 128 << 20);
+        assert_eq!(
+            (v.status, v.reason.as_deref(), v.signal.as_deref()),
+            (Status::Error, Some("signal"), Some("SIGABRT"))
+        );
+        // Just under 80% of the ceiling is not enough either.
+        o.stats.mem_peak_bytes = (64 << 20) / 5 * 4 - 1;
+        assert_eq!(status_reason(&o), (Status::Error, Some("signal".into())));
+        // Nor is a high peak with another signal than V8's abort.
+        o.stats.mem_peak_bytes = 100 << 20;
+        o.reports = vec![Report::Signaled { signal: 9 }];
+        assert_eq!(status_reason(&o), (Status::Error, Some("signal".into())));
     }
 
     #[test]

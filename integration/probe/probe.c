@@ -48,6 +48,7 @@
 #include <sys/msg.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/sem.h>
 #include <sys/shm.h>
 #include <sys/socket.h>
@@ -340,6 +341,11 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
     fact_num("uid", (long)getuid());
     fact_num("euid", (long)geteuid());
     fact_num("gid", (long)getgid());
+    struct rlimit core = {0, 0};
+    if (getrlimit(RLIMIT_CORE, &core) == 0) {
+        fact_num("rlimit_core_soft", (long)core.rlim_cur);
+        fact_num("rlimit_core_hard", (long)core.rlim_max);
+    }
     struct utsname u;
     if (uname(&u) == 0)
         fact_str("nodename", u.nodename, strlen(u.nodename));
@@ -733,6 +739,15 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
         TRY("capset_raise", syscall(SYS_capset, &hdr, data));
     }
     TRY("prctl_set_dumpable", prctl(PR_SET_DUMPABLE, 1, 0, 0, 0));
+    {
+        /* Lowering the core limit needs no privilege; 0 would let a pipe core_pattern
+         * dump this process again. */
+        struct rlimit zero = {0, 0};
+        TRY("prlimit_core_zero", syscall(SYS_prlimit64, 0, RLIMIT_CORE, &zero, NULL));
+        TRY("setrlimit_core_zero", setrlimit(RLIMIT_CORE, &zero));
+        struct rlimit nofile;
+        TRY("prlimit_nofile_read", syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &nofile));
+    }
     TRY("prctl_cap_ambient_raise", prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, 21 /* SYS_ADMIN */, 0, 0));
     TRY("prctl_set_name", prctl(PR_SET_NAME, "probe", 0, 0, 0));
     TRY("setpgid", setpgid(0, 0));

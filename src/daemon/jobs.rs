@@ -256,6 +256,7 @@ impl Jobs {
             queue_len: self.queue_len,
             skills_on: self.settings().skills_on,
             ready: self.engine.is_some(),
+            cache: self.engine.as_ref().map(|e| e.cache_stats()),
         }
     }
 

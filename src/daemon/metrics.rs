@@ -72,6 +72,8 @@ pub struct Gauges {
     pub queue_len: usize,
     pub skills_on: bool,
     pub ready: bool,
+    /// The input cache, when the engine runs.
+    pub cache: Option<crate::inputs::CacheStats>,
 }
 
 fn label(s: &str) -> String {
@@ -170,6 +172,26 @@ impl Metrics {
             "1 when every sandbox layer is there and jobs can run.",
             g.ready as u64,
         );
+        if let Some(c) = g.cache {
+            gauge(
+                &mut out,
+                "input_cache_bytes",
+                "Bytes the input cache holds (in 4 KiB blocks, as its bound counts them).",
+                c.bytes,
+            );
+            gauge(
+                &mut out,
+                "input_cache_max_bytes",
+                "The input cache's bound (runner.cache_max_bytes).",
+                c.max_bytes,
+            );
+            let _ = writeln!(
+                out,
+                "# HELP {PREFIX}_input_cache_evictions_total Inputs removed from the cache to keep its bound, least recently used first."
+            );
+            let _ = writeln!(out, "# TYPE {PREFIX}_input_cache_evictions_total counter");
+            let _ = writeln!(out, "{PREFIX}_input_cache_evictions_total {}", c.evictions);
+        }
         let _ = writeln!(
             out,
             "# HELP {PREFIX}_jobs_accepted_total Jobs accepted into the queue."
@@ -257,6 +279,11 @@ mod tests {
             queue_len: 4,
             skills_on: true,
             ready: true,
+            cache: Some(crate::inputs::CacheStats {
+                bytes: 8192,
+                evictions: 3,
+                max_bytes: 1 << 20,
+            }),
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
@@ -265,6 +292,9 @@ mod tests {
         assert!(text.contains("openvibe_skill_runner_job_cpu_seconds_count 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_queued 2"));
         assert!(text.contains("openvibe_skill_runner_http_responses_total{code=\"200\"} 1"));
+        assert!(text.contains("openvibe_skill_runner_input_cache_bytes 8192"));
+        assert!(text.contains("openvibe_skill_runner_input_cache_max_bytes 1048576"));
+        assert!(text.contains("openvibe_skill_runner_input_cache_evictions_total 3"));
         for line in text.lines() {
             assert!(
                 line.starts_with('#') || line.split(' ').count() == 2,

@@ -305,8 +305,11 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     step("chdir cwd", chdir(&plan.cwd))?;
     step("setsid", setsid())?;
     // 7. Resource limits the cgroup does not cover: no core files, few descriptors, no
-    //    file growth.
-    step("rlimit core", setrlimit(Resource::RLIMIT_CORE, 0, 0))?;
+    //    file growth. The core limit is 1, not 0: the kernel ignores the limit when
+    //    core_pattern is a pipe (systemd-coredump, apport), except 1, which it reads as
+    //    "no dump" (fs/coredump.c); 1 byte is also below any file core's minimum. Seccomp
+    //    keeps the tool from changing it.
+    step("rlimit core", setrlimit(Resource::RLIMIT_CORE, 1, 1))?;
     step(
         "rlimit nofile",
         setrlimit(Resource::RLIMIT_NOFILE, plan.nofile, plan.nofile),

@@ -5,6 +5,7 @@ pub mod init;
 pub mod landlock;
 pub mod netns;
 pub mod seccomp;
+pub mod uids;
 
 use std::path::Path;
 

@@ -1106,6 +1106,32 @@ fn what_the_spec_forbids_is_refused_in_every_mode() {
             &other,
             EPERM_RET,
         );
+        // The core limit (and every other but RLIMIT_NOFILE) may be read, never set: a
+        // tool that lowered RLIMIT_CORE to 0 would dump its memory to a pipe core_pattern.
+        let core = libc::RLIMIT_CORE as u64;
+        let new_limit = 0x7fff_0000_u64;
+        for (what, args, ret) in [
+            ("prlimit64(0, CORE, NULL)", [0, core, 0], RET_ALLOW),
+            ("prlimit64(0, CORE, new)", [0, core, new_limit], EPERM_RET),
+            (
+                "prlimit64(0, CORE|1<<32, new)",
+                [0, core | 1 << 32, new_limit],
+                EPERM_RET,
+            ),
+            (
+                "prlimit64(0, STACK, new)",
+                [0, libc::RLIMIT_STACK as u64, new_limit],
+                EPERM_RET,
+            ),
+            (
+                "prlimit64(0, NOFILE, new)",
+                [0, libc::RLIMIT_NOFILE as u64, new_limit],
+                RET_ALLOW,
+            ),
+            ("prlimit64(1, CORE, NULL)", [1, core, 0], EPERM_RET),
+        ] {
+            assert_outcome(net, what, libc::SYS_prlimit64, &args, ret);
+        }
         // A number no kernel has yet: the default.
         assert_outcome(net, "unknown nr", 1000, &[], EPERM_RET);
     }

@@ -1,0 +1,248 @@
+//! Job uids that no two live jobs share, across every runner on the host.
+//!
+//! Each uid of the configured range has a lock file in a host-wide directory
+//! (`/run/openvibe-skill-runner/uids/<uid>`). A job holds an exclusive `flock` on its
+//! uid's file for its whole life, from before its cgroup is made until after every process
+//! of it is gone and the cgroup is removed. The daemon and every CLI run take uids the same
+//! way, so a uid is never handed to two live jobs, whatever `sandbox_uid_base` each runner
+//! has (the files are named by the uid itself, so overlapping ranges are covered too).
+//!
+//! Why `flock` on files that are never removed: the kernel drops the lock when the holder's
+//! descriptor closes, including when the runner is killed, so a stale lock cannot exist
+//! and nothing has to be cleaned up (when a runner dies its jobs die with it: every stage of
+//! the sandbox has a parent-death SIGKILL). Removing a file would open a race (one runner
+//! locks the old inode, another creates and locks a new one under the same name). The
+//! lowest free uid is taken, so the directory holds about as many files as jobs ever ran
+//! at once on the host, not one per uid of the range.
+//!
+//! A uid is reused after its job ended, as a pid is: nothing it owned survives the job (no
+//! writable file anywhere, its IPC objects die with its ipc namespace, keyrings are out of
+//! seccomp's reach, every process is killed through the cgroup before the lock is let go).
+
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// The host-wide directory of uid locks, shared by every runner on the host.
+pub const LOCK_DIR: &str = "/run/openvibe-skill-runner/uids";
+
+/// The lowest uid a job may get: below are the 16-bit ids accounts, system users, systemd's
+/// dynamic users and `nobody` (65534) use.
+pub const MIN_UID: u64 = 65_536;
+/// The highest uid a job may get: some programs read uid_t as signed, and (uid_t)-1 means
+/// "unchanged" to setresuid, so uids stay below 2^31.
+pub const MAX_UID: u64 = 2_147_483_646;
+
+/// Why `sandbox_uid_base` and `sandbox_uid_count` cannot be used, if they cannot.
+pub fn range_problem(base: u32, count: u32) -> Option<String> {
+    let first = u64::from(base);
+    let last = first + u64::from(count.max(1)) - 1;
+    if count == 0 {
+        return Some(
+            "runner.sandbox_uid_count is 0: jobs need at least one uid (the default is 65536)"
+                .into(),
+        );
+    }
+    if first < MIN_UID {
+        return Some(format!(
+            "runner.sandbox_uid_base {base} is below {MIN_UID}: those ids belong to accounts, \
+             system users and nobody; use an id no account uses, such as 2100000000 (the default)"
+        ));
+    }
+    if last > MAX_UID {
+        return Some(format!(
+            "runner.sandbox_uid_base {base} + runner.sandbox_uid_count {count} reaches uid {last}, \
+             above {MAX_UID}: uids from 2^31 up are read as negative by some programs and \
+             4294967295 means \"unchanged\" to setresuid; lower the base or the count"
+        ));
+    }
+    None
+}
+
+/// The uids of one runner's range and where their locks live.
+#[derive(Debug)]
+pub struct UidPool {
+    dir: PathBuf,
+    base: u32,
+    count: u32,
+}
+
+/// A uid held for one job; the lock goes when this is dropped.
+#[derive(Debug)]
+pub struct UidLease {
+    uid: u32,
+    _lock: Flock<File>,
+}
+
+impl UidLease {
+    pub fn uid(&self) -> u32 {
+        self.uid
+    }
+}
+
+impl UidPool {
+    /// The pool of `count` uids from `base`, locked under `dir` (made 0700 if missing; it
+    /// must be a root-owned directory that no one else can write).
+    pub fn open(dir: &Path, base: u32, count: u32) -> Result<UidPool, String> {
+        if let Some(problem) = range_problem(base, count) {
+            return Err(problem);
+        }
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
+            .map_err(|e| {
+                format!(
+                    "cannot create the uid lock directory {}: {e}",
+                    dir.display()
+                )
+            })?;
+        let meta = std::fs::symlink_metadata(dir)
+            .map_err(|e| format!("the uid lock directory {}: {e}", dir.display()))?;
+        if !meta.is_dir() || meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "the uid lock directory {} must be a directory owned by root that only root \
+                 can write; remove it and let the runner make it again",
+                dir.display()
+            ));
+        }
+        Ok(UidPool {
+            dir: dir.to_path_buf(),
+            base,
+            count,
+        })
+    }
+
+    /// The lowest uid of the range that no live job of any runner holds, held until the
+    /// lease is dropped.
+    pub fn lease(&self) -> Result<UidLease, String> {
+        for n in 0..self.count {
+            let uid = self.base + n;
+            let path = self.dir.join(uid.to_string());
+            let file = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&path)
+                .map_err(|e| format!("cannot open the uid lock {}: {e}", path.display()))?;
+            match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+                Ok(lock) => return Ok(UidLease { uid, _lock: lock }),
+                Err((_, Errno::EWOULDBLOCK)) => continue,
+                Err((_, e)) => {
+                    return Err(format!("cannot lock the uid lock {}: {e}", path.display()))
+                }
+            }
+        }
+        Err(format!(
+            "all {} sandbox uids from {} are held by running jobs on this host; raise \
+             runner.sandbox_uid_count or run fewer jobs at once",
+            self.count, self.base
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pool(dir: &Path, base: u32, count: u32) -> UidPool {
+        UidPool::open(dir, base, count).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn live_leases_never_share_a_uid_and_a_freed_uid_is_reused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        let a = pool(&dir, 2_100_000_000, 3);
+        // A second runner with the same range, and a third whose range overlaps.
+        let b = pool(&dir, 2_100_000_000, 3);
+        let c = pool(&dir, 2_099_999_999, 4);
+        let l1 = a.lease().unwrap();
+        let l2 = b.lease().unwrap();
+        let l3 = c.lease().unwrap();
+        assert_eq!(l1.uid(), 2_100_000_000);
+        assert_eq!(l2.uid(), 2_100_000_001);
+        assert_eq!(l3.uid(), 2_099_999_999);
+        let l4 = c.lease().unwrap();
+        assert_eq!(l4.uid(), 2_100_000_002, "c skips what a and b hold");
+        let err = a.lease().unwrap_err();
+        assert!(err.contains("sandbox_uid_count"), "{err}");
+        drop(l2);
+        assert_eq!(a.lease().unwrap().uid(), 2_100_000_001);
+        drop((l1, l3, l4));
+    }
+
+    #[test]
+    fn a_lock_held_by_another_process_is_respected_and_freed_when_it_dies() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        let p = pool(&dir, 2_100_000_000, 2);
+        drop(p.lease().unwrap());
+        // Another process holds the first uid's lock: a shell locks it with flock(1) on
+        // its descriptor 9 and becomes `sleep`, which keeps the descriptor and the lock.
+        let mut holder = std::process::Command::new("sh")
+            .args(["-c", "exec 9>\"$1\" && flock -x 9 && exec sleep 30", "sh"])
+            .arg(dir.join("2100000000"))
+            .spawn()
+            .expect("sh");
+        let mut held = false;
+        for _ in 0..100 {
+            let l = p.lease().unwrap();
+            if l.uid() == 2_100_000_001 {
+                held = true;
+                break;
+            }
+            drop(l);
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(held, "the other process's lock was never seen");
+        holder.kill().expect("kill the holder");
+        holder.wait().expect("wait for the holder");
+        let mut freed = false;
+        for _ in 0..100 {
+            if p.lease().unwrap().uid() == 2_100_000_000 {
+                freed = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        assert!(freed, "a dead holder's lock is free again");
+    }
+
+    #[test]
+    fn a_directory_others_can_write_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            let err = UidPool::open(&dir, 2_100_000_000, 1).unwrap_err();
+            assert!(err.contains("only root"), "{err}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_checked() {
+        assert_eq!(range_problem(2_100_000_000, 65_536), None);
+        assert_eq!(range_problem(65_536, 1), None);
+        assert_eq!(range_problem(2_147_483_646, 1), None);
+        for (base, count, says) in [
+            (2_100_000_000, 0, "sandbox_uid_count is 0"),
+            (0, 10, "below 65536"),
+            (65_535, 1, "below 65536"),
+            (1000, 1, "below 65536"),
+            (2_147_483_646, 2, "above 2147483646"),
+            (4_294_967_295, 1, "above 2147483646"),
+            (4_294_900_000, 65_536, "above 2147483646"),
+            (2_100_000_000, u32::MAX, "above 2147483646"),
+        ] {
+            let p = range_problem(base, count).unwrap_or_default();
+            assert!(p.contains(says), "{base}+{count}: {p:?}");
+        }
+    }
+}
