@@ -72,6 +72,8 @@ pub struct Gauges {
     pub queue_len: usize,
     pub skills_on: bool,
     pub ready: bool,
+    /// Finished jobs' results kept in memory because the journal would not take them.
+    pub unjournaled: usize,
 }
 
 fn label(s: &str) -> String {
@@ -167,8 +169,14 @@ impl Metrics {
         gauge(
             &mut out,
             "ready",
-            "1 when every sandbox layer is there and jobs can run.",
+            "1 when every sandbox layer is there, the journal takes writes and jobs can run.",
             g.ready as u64,
+        );
+        gauge(
+            &mut out,
+            "results_unjournaled",
+            "Finished jobs whose result the journal has not taken yet (kept in memory, shown to nobody, tried again).",
+            g.unjournaled as u64,
         );
         let _ = writeln!(
             out,
@@ -257,6 +265,7 @@ mod tests {
             queue_len: 4,
             skills_on: true,
             ready: true,
+            unjournaled: 1,
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
@@ -264,6 +273,7 @@ mod tests {
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.05\"} 0"));
         assert!(text.contains("openvibe_skill_runner_job_cpu_seconds_count 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_queued 2"));
+        assert!(text.contains("openvibe_skill_runner_results_unjournaled 1"));
         assert!(text.contains("openvibe_skill_runner_http_responses_total{code=\"200\"} 1"));
         for line in text.lines() {
             assert!(
