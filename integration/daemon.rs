@@ -1114,7 +1114,16 @@ fn a_full_disk_never_changes_an_answer() {
             .expect("runtime");
         rt.block_on(request(sock, "POST", "/v1/jobs?wait=1", Some(body)))
     });
-    d.wait_state("dtest-full-late", "running");
+    // The thread's request may not have arrived yet.
+    let started = Instant::now();
+    loop {
+        let (code, v) = d.call("GET", "/v1/jobs/dtest-full-late", None);
+        if code == 200 && v["state"] == "running" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{code} {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let filler = d.tmpfs.as_ref().expect("tmpfs").fill();
 
     // The job ends; its result cannot be journaled. Nobody is told it, nothing new is
