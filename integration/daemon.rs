@@ -43,31 +43,84 @@ const IDLE: &str = "setInterval(()=>{},1000)";
 const ONE: &str = "process.stdout.write('1')";
 const THROWS: &str = "throw new Error('boom')";
 
+/// A small tmpfs the test mounts (a disk that can be filled); unmounted when dropped,
+/// also when the test panics.
+struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(path: &Path, size: &str) -> Tmpfs {
+        std::fs::create_dir_all(path).expect("mount point");
+        nix::mount::mount(
+            Some("tmpfs"),
+            path,
+            Some("tmpfs"),
+            nix::mount::MsFlags::MS_NOSUID | nix::mount::MsFlags::MS_NODEV,
+            Some(format!("size={size},mode=0700").as_str()),
+        )
+        .expect("mount a tmpfs");
+        Tmpfs {
+            path: path.to_path_buf(),
+        }
+    }
+
+    /// Writes a file until the file system is full; its path.
+    fn fill(&self) -> PathBuf {
+        let filler = self.path.join("filler");
+        let mut f = std::fs::File::create(&filler).expect("filler");
+        let chunk = vec![0x5a; 4096];
+        loop {
+            if let Err(e) = f.write_all(&chunk) {
+                assert_eq!(e.raw_os_error(), Some(libc::ENOSPC), "{e}");
+                break;
+            }
+        }
+        filler
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        if nix::mount::umount(&self.path).is_err() {
+            let _ = nix::mount::umount2(&self.path, nix::mount::MntFlags::MNT_DETACH);
+        }
+    }
+}
+
 struct Daemon {
     dir: tempfile::TempDir,
     child: Option<Child>,
     rt: tokio::runtime::Runtime,
+    /// The state directory's own file system, when the test gave it one.
+    tmpfs: Option<Tmpfs>,
 }
 
 impl Daemon {
     /// A daemon with skills on and `extra` appended to its configuration.
     fn start(extra: &str) -> Daemon {
+        let mut d = Daemon::prepare(extra);
+        d.spawn();
+        d
+    }
+
+    /// The daemon's folder and configuration, not started.
+    fn prepare(extra: &str) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("ovsr-daemon-")
             .tempdir()
             .expect("temp dir");
         let config = format!("[worker]\nfunctions = [\"openvibe-skill-runner@1.0.0\"]\n{extra}\n");
         std::fs::write(dir.path().join("config.toml"), config).expect("config");
-        let mut d = Daemon {
+        Daemon {
             dir,
             child: None,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .expect("runtime"),
-        };
-        d.spawn();
-        d
+            tmpfs: None,
+        }
     }
 
     fn config(&self) -> PathBuf {
@@ -221,9 +274,56 @@ impl Daemon {
         }
         let mounts = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
         assert!(
-            !mounts.contains(&self.state().display().to_string()),
+            !mounts.contains(&format!("{}/", self.state().display())),
             "a mount under the state directory is left"
         );
+    }
+
+    /// Several requests on one kept-alive connection, in order; each answer, or the error
+    /// that ended the connection.
+    fn calls_on_one_connection(
+        &self,
+        reqs: &[(&str, &str, Vec<u8>)],
+    ) -> Vec<Result<(u16, Value), String>> {
+        let socket = self.socket();
+        self.rt.block_on(async move {
+            let stream = tokio::net::UnixStream::connect(&socket)
+                .await
+                .expect("connect");
+            let (mut sender, conn) =
+                hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+                    .await
+                    .expect("handshake");
+            tokio::spawn(conn);
+            let mut out = Vec::new();
+            for (method, path, body) in reqs {
+                let req = hyper::Request::builder()
+                    .method(*method)
+                    .uri(*path)
+                    .header("host", "localhost")
+                    .body(Full::new(Bytes::from(body.clone())))
+                    .expect("request");
+                let answer = match sender.send_request(req).await {
+                    Ok(resp) => {
+                        let code = resp.status().as_u16();
+                        match resp.into_body().collect().await {
+                            Ok(b) => Ok((
+                                code,
+                                serde_json::from_slice(&b.to_bytes()).unwrap_or(Value::Null),
+                            )),
+                            Err(e) => Err(format!("reading the body: {e}")),
+                        }
+                    }
+                    Err(e) => Err(format!("sending: {e}")),
+                };
+                let failed = answer.is_err();
+                out.push(answer);
+                if failed {
+                    break;
+                }
+            }
+            out
+        })
     }
 }
 
@@ -236,6 +336,8 @@ impl Drop for Daemon {
             );
             let _ = c.wait();
         }
+        // After the daemon, which holds files on it; before the folder is removed.
+        self.tmpfs.take();
     }
 }
 
@@ -556,9 +658,24 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
     j["limits"]["wall_ms"] = json!("ten");
     let r = d.post_wait(&j);
     assert_status(&r, "rejected", Some("invalid_job"));
-    let r = d.post_wait(&json!({"job_id": 5}));
-    assert_status(&r, "rejected", Some("invalid_job"));
-    assert_eq!(r["job_id"], "");
+    // No valid string id: nothing can be recorded or answered under it, so a 400.
+    for body in [
+        json!({"job_id": 5}),
+        json!({"job_id": null}),
+        json!({"job_id": "../../etc"}),
+        json!({"job_id": "x".repeat(65)}),
+        json!({"class": "function"}),
+    ] {
+        let (code, v) = d.call(
+            "POST",
+            "/v1/jobs?wait=1",
+            Some(&serde_json::to_vec(&body).expect("json")),
+        );
+        assert_error(code, &v, 400, "bad_job_id");
+        let m = v["error"]["message"].as_str().unwrap_or("");
+        assert!(m.contains("1-64"), "{v}");
+        assert!(!m.contains("etc"), "the id is not echoed: {v}");
+    }
 
     // Too big, announced or streamed.
     let mut big = b"POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: 9437184\r\n\r\n".to_vec();
@@ -939,4 +1056,290 @@ fn a_host_that_cannot_run_jobs_still_answers_and_says_why() {
     );
     assert_eq!(d.get_job("dtest-unready-1")["result"], r);
     assert_host_clean("dtest-unready");
+}
+
+/// A job that answers `{"late":true}` after `ms`.
+fn late(id: &str, ms: u64) -> Value {
+    job(
+        id,
+        &format!("setTimeout(()=>process.stdout.write(JSON.stringify({{late:true}})),{ms})"),
+        10_000,
+    )
+}
+
+/// Polls `/v1/info` until `ready` is `want`; the info.
+fn wait_ready(d: &Daemon, want: bool, within: Duration) -> Value {
+    let started = Instant::now();
+    loop {
+        let info = d.info();
+        if info["ready"] == want {
+            return info;
+        }
+        assert!(
+            started.elapsed() < within,
+            "ready never became {want}: {info}\n{}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn metric(d: &Daemon, name: &str) -> Option<u64> {
+    let (_, m) = d.call("GET", "/metrics", None);
+    m.as_str()?
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("openvibe_skill_runner_{name} ")))
+        .and_then(|n| n.parse().ok())
+}
+
+#[test]
+fn a_full_disk_never_changes_an_answer() {
+    require_host();
+    let _h = exclusive();
+    let mut d = Daemon::prepare("[runner]\nmax_jobs = 2\n");
+    d.tmpfs = Some(Tmpfs::mount(&d.state(), "2m"));
+    d.spawn();
+    let before = d.post_wait(&job("dtest-full-before", ONE, 5000));
+    assert_status(&before, "ok", None);
+
+    // A client waits for a job; the disk fills while the job runs.
+    let (sock, body) = (
+        d.socket(),
+        serde_json::to_vec(&late("dtest-full-late", 1500)).expect("json"),
+    );
+    let waiting = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(request(sock, "POST", "/v1/jobs?wait=1", Some(body)))
+    });
+    // The thread's request may not have arrived yet.
+    let started = Instant::now();
+    loop {
+        let (code, v) = d.call("GET", "/v1/jobs/dtest-full-late", None);
+        if code == 200 && v["state"] == "running" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(20), "{code} {v}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let filler = d.tmpfs.as_ref().expect("tmpfs").fill();
+
+    // The job ends; its result cannot be journaled. Nobody is told it, nothing new is
+    // taken, and the runner says why.
+    let info = wait_ready(&d, false, Duration::from_secs(15));
+    let problem = info["problem"].as_str().unwrap_or("");
+    assert!(problem.contains("journal"), "{info}");
+    assert!(problem.contains("full"), "{info}");
+    assert_eq!(metric(&d, "results_unjournaled"), Some(1));
+    assert_eq!(metric(&d, "ready"), Some(0));
+    assert!(
+        !waiting.is_finished(),
+        "the waiting client was answered with a result the journal does not hold"
+    );
+    assert_eq!(d.get_job("dtest-full-late")["state"], "running");
+    let (code, v) = d.post(&job("dtest-full-new", ONE, 5000));
+    assert_error(code, &v, 503, "journal_unavailable");
+    // An id the journal has is still answered.
+    assert_eq!(d.get_job("dtest-full-before")["result"], before);
+    assert_eq!(d.post_wait(&job("dtest-full-before", ONE, 5000)), before);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(!waiting.is_finished());
+
+    // Space again: the kept result is written, then given, the same to everyone.
+    std::fs::remove_file(&filler).expect("free the space");
+    let (code, answered) = waiting.join().expect("the waiting client");
+    assert_eq!(code, 200, "{answered}");
+    assert_status(&answered, "ok", None);
+    assert_eq!(answered["output"], json!({"late": true}));
+    assert_eq!(d.get_job("dtest-full-late")["result"], answered);
+    wait_ready(&d, true, Duration::from_secs(10));
+    assert_eq!(metric(&d, "results_unjournaled"), Some(0));
+    assert_status(&d.post_wait(&job("dtest-full-new", ONE, 5000)), "ok", None);
+    assert!(
+        d.log().contains("cannot journal a job's result"),
+        "{}",
+        d.log()
+    );
+
+    // And after a restart: the same answer, not a second run.
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0), "{}", d.log());
+    d.spawn();
+    assert_eq!(d.get_job("dtest-full-late")["result"], answered);
+    assert_eq!(d.post_wait(&late("dtest-full-late", 0)), answered);
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-full");
+}
+
+#[test]
+fn a_journal_removed_while_the_daemon_runs_is_written_back() {
+    require_host();
+    let _h = exclusive();
+    let mut d = Daemon::start("[runner]\nmax_jobs = 2\n");
+    let first = d.post_wait(&job("dtest-unlink-first", ONE, 5000));
+    assert_status(&first, "ok", None);
+    let (code, _) = d.post(&late("dtest-unlink-late", 1000));
+    assert_eq!(code, 202);
+    let path = d.state().join("journal.sqlite3");
+    std::fs::remove_file(&path).expect("unlink the journal");
+    let started = Instant::now();
+    while !path.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the journal was not written back: {}",
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        d.log()
+            .contains("journal file was removed while the daemon ran"),
+        "{}",
+        d.log()
+    );
+    let late_result = d.wait_state("dtest-unlink-late", "done")["result"].clone();
+    assert_status(&late_result, "ok", None);
+    assert_eq!(d.info()["ready"], true);
+
+    // What a restart reads is the file at the path: every answer is still there, and a
+    // finished id sent again is answered, not run again.
+    d.kill9();
+    d.spawn();
+    assert_eq!(d.get_job("dtest-unlink-first")["result"], first);
+    assert_eq!(d.get_job("dtest-unlink-late")["result"], late_result);
+    assert_eq!(d.post_wait(&job("dtest-unlink-first", THROWS, 5000)), first);
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-unlink");
+}
+
+#[test]
+fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
+    require_host();
+    let _h = exclusive();
+    let d = Daemon::start("");
+    assert_status(&d.post_wait(&job("dtest-jobsdir-1", ONE, 5000)), "ok", None);
+    let jobs = d.state().join("jobs");
+    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    // The next job makes it again (it does not wait for the check).
+    assert_status(&d.post_wait(&job("dtest-jobsdir-2", ONE, 5000)), "ok", None);
+    assert!(jobs.is_dir());
+
+    // The check every second makes it too, and says so.
+    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    let started = Instant::now();
+    while !jobs.is_dir() {
+        assert!(started.elapsed() < Duration::from_secs(5), "not made again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(d.log().contains("jobs folder was removed"), "{}", d.log());
+
+    // Something that is not a folder in its place: not ready, and why.
+    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    std::fs::write(&jobs, "not a folder").expect("a file in its place");
+    let info = wait_ready(&d, false, Duration::from_secs(5));
+    assert!(
+        info["problem"]
+            .as_str()
+            .is_some_and(|p| p.contains("jobs folder")),
+        "{info}"
+    );
+    std::fs::remove_file(&jobs).expect("remove the file");
+    wait_ready(&d, true, Duration::from_secs(5));
+    assert_status(&d.post_wait(&job("dtest-jobsdir-3", ONE, 5000)), "ok", None);
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-jobsdir");
+}
+
+#[test]
+fn a_damaged_journal_stops_the_start_and_says_what_to_do() {
+    require_host();
+    let _h = exclusive();
+    let start = |d: &Daemon| {
+        let out = Command::new(BIN)
+            .arg("--config")
+            .arg(d.config())
+            .arg("--state-dir")
+            .arg(d.state())
+            .arg("serve")
+            .arg("--socket")
+            .arg(d.socket())
+            .stdin(Stdio::null())
+            .output()
+            .expect("serve");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let d = Daemon::prepare("");
+    std::fs::create_dir_all(d.state()).expect("state");
+    let path = d.state().join("journal.sqlite3");
+
+    // Not a database at all.
+    std::fs::write(&path, vec![b'#'; 10_000]).expect("garbage");
+    let (code, err) = start(&d);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("move it aside"), "{err}");
+    assert!(err.contains("backup"), "{err}");
+    assert!(!d.socket().exists(), "no socket: nothing is served");
+
+    // A real journal cut short.
+    std::fs::remove_file(&path).expect("rm");
+    {
+        let j = Journal::open(&path).expect("journal");
+        let (run, _) = j.begin_run(1).expect("run");
+        for i in 0..400 {
+            let id = format!("dtest-damaged-{i:04}-{}", "x".repeat(40));
+            j.accept(&id, run, "t", openvibe_skill_runner::job::Net::Deny, 1)
+                .expect("accept");
+        }
+    }
+    let len = std::fs::metadata(&path).expect("journal").len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .and_then(|f| f.set_len(len / 2))
+        .expect("truncate");
+    let (code, err) = start(&d);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("damaged"), "{err}");
+    assert!(err.contains("move it aside"), "{err}");
+
+    // Moved aside as told: the runner starts.
+    std::fs::rename(&path, d.state().join("journal.sqlite3.damaged")).expect("mv");
+    let mut d = d;
+    d.spawn();
+    assert_eq!(d.info()["ready"], true);
+    assert_host_clean("dtest-damaged");
+}
+
+#[test]
+fn a_body_where_none_is_wanted_is_read_and_the_connection_kept() {
+    require_host();
+    let _h = exclusive();
+    let d = Daemon::start("");
+    let body = vec![b'x'; 512 * 1024];
+    let answers = d.calls_on_one_connection(&[
+        ("PUT", "/v1/info", body.clone()),
+        ("GET", "/v1/info", Vec::new()),
+        ("DELETE", "/metrics", body),
+        ("GET", "/v1/info", Vec::new()),
+    ]);
+    assert_eq!(answers.len(), 4, "{answers:?}");
+    let code = |i: usize| answers[i].as_ref().map(|(c, _)| *c).unwrap_or(0);
+    assert_eq!(code(0), 405, "{answers:?}");
+    assert_eq!(
+        answers[0]
+            .as_ref()
+            .ok()
+            .map(|(_, v)| v["error"]["code"].clone()),
+        Some(json!("method_not_allowed"))
+    );
+    assert_eq!(code(1), 200, "{answers:?}");
+    assert_eq!(code(2), 405, "{answers:?}");
+    assert_eq!(code(3), 200, "{answers:?}");
 }

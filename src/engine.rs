@@ -87,6 +87,28 @@ impl Filters {
     }
 }
 
+/// Makes the folder of job directories if it is missing (its parent, the state
+/// directory, must exist); whether it had to.
+pub fn make_jobs_dir(dir: &Path) -> std::io::Result<bool> {
+    match std::fs::create_dir(dir) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            if std::fs::metadata(dir)?.is_dir() {
+                Ok(false)
+            } else {
+                Err(std::io::Error::other(format!(
+                    "{} exists and is not a folder",
+                    dir.display()
+                )))
+            }
+        }
+        Err(e) => Err(std::io::Error::new(
+            e.kind(),
+            format!("cannot make {}: {e}", dir.display()),
+        )),
+    }
+}
+
 impl Engine {
     /// Checks every layer and loads everything a job needs; fails closed.
     pub fn start(config: Config) -> Result<Engine, StartError> {
@@ -273,7 +295,15 @@ impl Engine {
         let paths = JobPaths {
             root: dir.join("root"),
         };
-        let made = std::fs::create_dir(dir).and_then(|_| std::fs::create_dir(&paths.root));
+        // The jobs folder too: a cleaner may have removed it since the last job.
+        let made = make_jobs_dir(&self.jobs_dir)
+            .map(|again| {
+                if again {
+                    tracing::warn!(dir = %self.jobs_dir.display(), "the jobs folder was missing; made again");
+                }
+            })
+            .and_then(|_| std::fs::create_dir(dir))
+            .and_then(|_| std::fs::create_dir(&paths.root));
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }

@@ -9,7 +9,7 @@ use super::jobs::{Envelope, Jobs, Submitted};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE};
+use hyper::header::{HeaderValue, ALLOW, CONNECTION, CONTENT_LENGTH, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use std::sync::Arc;
@@ -137,6 +137,24 @@ async fn read_body(req: Request<Incoming>, timeout: Duration) -> Result<Bytes, R
     }
 }
 
+/// Reads and drops the body of a request that has no use for one, at most
+/// `MAX_BODY_BYTES` within `timeout`: closing a connection with unread bytes in it makes
+/// the kernel reset it, and the caller would lose the answer. Whether the connection can
+/// be kept (false: the body was too big or too slow, and the answer says `close`).
+async fn discard_body(body: Incoming, timeout: Duration) -> bool {
+    let mut body = Limited::new(body, MAX_BODY_BYTES);
+    let drained = tokio::time::timeout(timeout, async {
+        while let Some(frame) = body.frame().await {
+            if frame.is_err() {
+                return false;
+            }
+        }
+        true
+    })
+    .await;
+    matches!(drained, Ok(true))
+}
+
 fn too_large() -> Response<Body> {
     error(
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -155,12 +173,29 @@ pub async fn handle(jobs: Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
 async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
     let path = req.uri().path().to_string();
     let method = req.method().clone();
-    match path.as_str() {
-        "/v1/info" => match method {
+    if method == Method::POST && matches!(path.as_str(), "/v1/jobs" | "/v1/jobs/") {
+        return submit(jobs, req).await;
+    }
+    // No other request takes a body: whatever came is read and dropped, so the answer
+    // reaches the caller and the connection stays usable.
+    if discard_body(req.into_body(), jobs.body_timeout).await {
+        answer(jobs, &method, &path).await
+    } else {
+        let mut r = answer(jobs, &method, &path).await;
+        r.headers_mut()
+            .insert(CONNECTION, HeaderValue::from_static("close"));
+        r
+    }
+}
+
+/// The answer to a request without a body (or whose body was dropped).
+async fn answer(jobs: &Arc<Jobs>, method: &Method, path: &str) -> Response<Body> {
+    match path {
+        "/v1/info" => match *method {
             Method::GET => json(StatusCode::OK, &super::info(jobs)),
             _ => method_not_allowed("GET"),
         },
-        "/metrics" => match method {
+        "/metrics" => match *method {
             Method::GET => {
                 let text = jobs.metrics.render(&jobs.gauges());
                 let mut r = Response::new(Full::new(Bytes::from(text)));
@@ -172,12 +207,9 @@ async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
             }
             _ => method_not_allowed("GET"),
         },
-        "/v1/jobs" | "/v1/jobs/" => match method {
-            Method::POST => submit(jobs, req).await,
-            _ => method_not_allowed("POST"),
-        },
+        "/v1/jobs" | "/v1/jobs/" => method_not_allowed("POST"),
         p => match p.strip_prefix("/v1/jobs/") {
-            Some(id) => match method {
+            Some(id) => match *method {
                 Method::GET => get_job(jobs, id).await,
                 Method::DELETE => cancel_job(jobs, id).await,
                 _ => method_not_allowed("GET, DELETE"),
@@ -201,12 +233,15 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
         Err(r) => return r,
     };
     match jobs.submit(&body).await {
-        Submitted::BadRequest(m) => error(StatusCode::BAD_REQUEST, "bad_json", &m),
+        Submitted::BadRequest(code, m) => error(StatusCode::BAD_REQUEST, code, &m),
         Submitted::Stopping => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the runner is stopping and takes no new job",
         ),
+        Submitted::JournalUnavailable(m) => journal_unavailable(&format!(
+            "{m}; the job was not accepted: send it again later"
+        )),
         Submitted::Internal(m) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &m),
         Submitted::Done(r) => {
             if wait {
@@ -219,10 +254,10 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
             if wait {
                 match h.done().await {
                     Some(r) => json(StatusCode::OK, &*r),
-                    None => error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
-                        "the job ended without a result",
+                    // Only when the daemon stops with the result still unwritten.
+                    None => journal_unavailable(
+                        "the runner stopped before the journal took this job's result; after \
+                         it starts again the job's answer is internal runner_restarted",
                     ),
                 }
             } else {
@@ -236,6 +271,15 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
             }
         }
     }
+}
+
+/// 503 `journal_unavailable`: the runner cannot record a job's answer now.
+fn journal_unavailable(message: &str) -> Response<Body> {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "journal_unavailable",
+        message,
+    )
 }
 
 fn bad_id(id: &str) -> Option<Response<Body>> {

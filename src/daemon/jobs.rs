@@ -4,8 +4,14 @@
 //! A job is in memory (`Live`) from acceptance until its terminal result is journaled;
 //! after that `GET` finds it in the journal. A job id is reserved in memory before the
 //! journal is asked about it, so two submissions of one id never both run.
+//!
+//! One id, one answer: a result is shown to nobody (the waiting client, `GET`, a second
+//! submission) before it is in the journal, so a restart can never contradict it. A
+//! result the journal cannot take (a full disk) stays in memory, the job still `running`
+//! to the API, and is written again until it goes in; meanwhile the runner takes no new
+//! job (503 `journal_unavailable`) and `/v1/info` says why it is not ready.
 
-use super::journal::{self, Entry, Journal};
+use super::journal::{self, Entry, Journal, JournalError, Trouble};
 use super::metrics::{Gauges, Metrics};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -76,6 +82,21 @@ struct LiveJob {
     cancel_requested: AtomicBool,
 }
 
+/// What keeps the runner from taking jobs besides the engine: the journal and the state
+/// directory.
+#[derive(Default)]
+struct Health {
+    /// Results that ended and are not in the journal yet.
+    unjournaled: usize,
+    /// The last journal failure, cleared by the next write that succeeds.
+    journal: Option<String>,
+    /// The jobs folder cannot be made.
+    jobs_dir: Option<String>,
+}
+
+/// How long a result that could not be journaled waits before the next try, at most.
+const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(2);
+
 #[derive(Default)]
 struct Live {
     jobs: HashMap<String, Arc<LiveJob>>,
@@ -114,6 +135,7 @@ pub struct Jobs {
     journal: Arc<Journal>,
     run_id: i64,
     live: Mutex<Live>,
+    health: Mutex<Health>,
     slots: Arc<Semaphore>,
     pub max_jobs: usize,
     pub queue_len: usize,
@@ -134,11 +156,13 @@ pub enum Submitted {
     State(Arc<JobHandle>),
     /// Ended the moment it came (rejected), or a duplicate of a journaled job.
     Done(Arc<JobResult>),
-    /// Not a job at all (not JSON, not an object): a 400.
-    BadRequest(String),
+    /// Not a job at all (not JSON, not an object, no valid `job_id`): a 400 with this code.
+    BadRequest(&'static str, String),
     /// The daemon is stopping: a 503.
     Stopping,
-    /// The journal failed: the job was not accepted (500).
+    /// The journal cannot be written: the job was not accepted (503).
+    JournalUnavailable(String),
+    /// The daemon's own failure: the job was not accepted (500).
     Internal(String),
 }
 
@@ -205,6 +229,7 @@ impl Jobs {
             journal,
             run_id,
             live: Mutex::new(Live::default()),
+            health: Mutex::new(Health::default()),
             slots: Arc::new(Semaphore::new(max_jobs)),
             max_jobs,
             queue_len,
@@ -241,6 +266,111 @@ impl Jobs {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn health(&self) -> std::sync::MutexGuard<'_, Health> {
+        self.health.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Why the runner takes no new job now because of its journal, if it does not.
+    pub fn journal_problem(&self) -> Option<String> {
+        let h = self.health();
+        let failure = h.journal.as_deref().unwrap_or("waiting for the next try");
+        if h.unjournaled > 0 {
+            Some(format!(
+                "{} finished job result(s) cannot be journaled yet ({failure}); they are kept \
+                 in memory and written as soon as the journal takes them, and the runner takes \
+                 no new job until then",
+                h.unjournaled
+            ))
+        } else {
+            h.journal.as_ref().map(|f| {
+                format!(
+                    "the journal cannot be written ({f}); the runner takes no new job until it can"
+                )
+            })
+        }
+    }
+
+    /// Results kept in memory because the journal would not take them.
+    pub fn unjournaled(&self) -> usize {
+        self.health().unjournaled
+    }
+
+    /// Whether jobs can run and be journaled here now.
+    pub fn ready(&self) -> bool {
+        let h = self.health();
+        self.engine.is_some() && h.unjournaled == 0 && h.journal.is_none() && h.jobs_dir.is_none()
+    }
+
+    /// Why jobs cannot run here now (the engine, the journal, the state directory).
+    pub fn problem(&self) -> Option<String> {
+        if let Some(p) = &self.problem {
+            return Some(p.clone());
+        }
+        if let Some(p) = self.journal_problem() {
+            return Some(p);
+        }
+        self.health().jobs_dir.clone()
+    }
+
+    /// Notes the outcome of a journal write: a failure is kept (and logged once) until a
+    /// write succeeds.
+    fn journal_outcome(&self, r: &Result<(), String>) {
+        let mut h = self.health();
+        match r {
+            Ok(()) => {
+                if h.journal.take().is_some() {
+                    tracing::warn!("the journal takes writes again");
+                }
+            }
+            Err(e) => {
+                if h.journal.as_deref() != Some(e) {
+                    tracing::error!(error = %e, "the journal cannot be written; the runner takes no new job until it can");
+                }
+                h.journal = Some(e.clone());
+            }
+        }
+    }
+
+    /// Every second: the journal file is still in place (written back if it was removed),
+    /// a failed journal takes writes again, the jobs folder is there (made again if it was
+    /// removed). What cannot be fixed makes the runner not ready, with the reason.
+    pub async fn check_state(&self) {
+        let failed = self.health().journal.is_some();
+        let jobs_dir = self.engine.as_ref().map(|e| e.jobs_dir().to_path_buf());
+        let checked = self
+            .blocking(move |j| {
+                let journal = if failed { j.probe() } else { j.check_file() };
+                let dir = jobs_dir.map(|d| crate::engine::make_jobs_dir(&d).map(|made| (d, made)));
+                (journal.map_err(|e| e.to_string()), dir)
+            })
+            .await;
+        let Some((journal, dir)) = checked else {
+            return;
+        };
+        if failed || journal.is_err() {
+            self.journal_outcome(&journal);
+        }
+        let mut h = self.health();
+        match dir {
+            Some(Ok((d, true))) => {
+                tracing::warn!(dir = %d.display(), "the jobs folder was removed while the daemon ran; made again");
+                h.jobs_dir = None;
+            }
+            Some(Err(e)) => {
+                let p = format!("the jobs folder cannot be made: {e}; the state directory must be writable by the runner");
+                if h.jobs_dir.as_deref() != Some(&p) {
+                    tracing::error!(problem = %p, "jobs cannot run");
+                }
+                h.jobs_dir = Some(p);
+            }
+            _ => {
+                if h.jobs_dir.take().is_some() {
+                    tracing::warn!("the jobs folder is back");
+                }
+            }
+        }
+    }
+
     /// (running, queued)
     pub fn load(&self) -> (usize, usize) {
         let l = self.live();
@@ -255,8 +385,9 @@ impl Jobs {
             max_jobs: self.max_jobs,
             queue_len: self.queue_len,
             skills_on: self.settings().skills_on,
-            ready: self.engine.is_some(),
+            ready: self.ready(),
             cache: self.engine.as_ref().map(|e| e.cache_stats()),
+            unjournaled: self.unjournaled(),
         }
     }
 
@@ -324,22 +455,21 @@ impl Jobs {
         }
         let raw: serde_json::Value = match serde_json::from_slice(body) {
             Ok(v) => v,
-            Err(e) => return Submitted::BadRequest(format!("the body is not JSON: {e}")),
+            Err(e) => {
+                return Submitted::BadRequest("bad_json", format!("the body is not JSON: {e}"))
+            }
         };
         if !raw.is_object() {
-            return Submitted::BadRequest("the body is not a JSON object (a job)".into());
+            return Submitted::BadRequest(
+                "bad_json",
+                "the body is not a JSON object (a job)".into(),
+            );
         }
         let id = job::job_id_of(&raw);
         let net = job::net_of(&raw);
         if id.is_empty() {
-            // Nothing to journal it under: the rejection is the answer, and nothing else.
-            let r = match job::parse_job(body, &self.bounds) {
-                Err(rej) => JobResult::rejected("", &rej, net, self.node()),
-                Ok(_) => self.rejected_now("", "invalid_job", "job_id is missing".into(), net),
-            };
-            self.metrics.ended(&r, false, None);
-            log_end(&r, "");
-            return Submitted::Done(Arc::new(r));
+            // Nothing can be recorded under no id, so there is no result to give: a 400.
+            return Submitted::BadRequest("bad_job_id", bad_job_id(raw.get("job_id")));
         }
 
         // Reserve the id, or find the job that holds it.
@@ -386,6 +516,11 @@ impl Jobs {
                 self.forget(&id, &reservation, JobState::Pending);
                 return Submitted::Internal(e);
             }
+        }
+        // A new job (or a rejected id again): it needs the journal, now and when it ends.
+        if let Some(p) = self.journal_problem() {
+            self.forget(&id, &reservation, JobState::Pending);
+            return Submitted::JournalUnavailable(p);
         }
 
         let settings = self.settings();
@@ -440,8 +575,18 @@ impl Jobs {
                 let stored = self
                     .blocking(move |j| j.record_rejected(&rr, run_id, &t))
                     .await;
-                if !matches!(stored, Some(Ok(true))) {
-                    tracing::warn!(job_id = %id, ?stored, "a rejection was not journaled");
+                match stored {
+                    Some(Ok(true)) => self.journal_outcome(&Ok(())),
+                    Some(Ok(false)) => {
+                        tracing::warn!(job_id = %id, "a rejection was not journaled: the id holds another result");
+                    }
+                    other => {
+                        // Not answered: a restart would not know this answer.
+                        let msg = journal_failure(other.map(|r| r.map(|_| ())));
+                        self.journal_outcome(&Err(msg.clone()));
+                        self.forget(&id, &reservation, JobState::Pending);
+                        return Submitted::JournalUnavailable(msg);
+                    }
                 }
                 self.metrics.ended(&r, false, None);
                 log_end(&r, &tool);
@@ -455,15 +600,13 @@ impl Jobs {
             .blocking(move |j| j.accept(&jid, run_id, &t, jnet, accepted_ms))
             .await
         {
-            Some(Ok(())) => {}
+            Some(Ok(())) => self.journal_outcome(&Ok(())),
             other => {
-                let msg = match other {
-                    Some(Err(e)) => e.to_string(),
-                    _ => "the journal task failed".into(),
-                };
-                tracing::error!(job_id = %id, error = %msg, "cannot journal an accepted job");
+                let msg = journal_failure(other);
+                tracing::error!(job_id = %id, error = %msg, "cannot journal an accepted job; not accepted");
+                self.journal_outcome(&Err(msg.clone()));
                 self.forget(&id, &reservation, JobState::Pending);
-                return Submitted::Internal(msg);
+                return Submitted::JournalUnavailable(msg);
             }
         }
         self.metrics.accepted();
@@ -625,7 +768,11 @@ impl Jobs {
         }
     }
 
-    /// Journals the terminal result, then lets everyone waiting see it.
+    /// Journals the terminal result, then lets everyone waiting see it. A result the
+    /// journal will not take is kept and tried again until it goes in; nobody sees it
+    /// before. Only when the daemon stops (past the grace period) with it still unwritten
+    /// is it given up: then nobody ever saw it, and the restart's answer for the job
+    /// (`runner_restarted`) contradicts nothing.
     async fn finish(
         &self,
         id: &str,
@@ -635,16 +782,49 @@ impl Jobs {
         overhead: Option<f64>,
     ) {
         let result = Arc::new(result);
-        let r = result.clone();
-        match self.blocking(move |j| j.finish(&r)).await {
-            Some(Ok(())) => {}
-            other => {
-                tracing::error!(job_id = %id, ?other, "cannot journal a job's result");
-            }
-        }
         self.metrics.ended(&result, ran(&result), overhead);
         log_end(&result, tool);
-        live.state.send_replace(JobState::Done(result));
+        let mut wait = Duration::from_millis(100);
+        let mut tries = 0u32;
+        let durable = loop {
+            let r = result.clone();
+            let written = self.blocking(move |j| j.finish(&r)).await;
+            tries += 1;
+            let e = match written {
+                Some(Ok(())) => break true,
+                Some(Err(e)) if e.kind == Trouble::Conflict => {
+                    // Not the disk: the row is not waiting for this result. Retrying
+                    // cannot help; the journal keeps whatever it holds for the id.
+                    tracing::error!(job_id = %id, error = %e, "a job's result does not fit its journal row");
+                    break true;
+                }
+                other => journal_failure(other),
+            };
+            if tries == 1 {
+                self.health().unjournaled += 1;
+                tracing::error!(job_id = %id, error = %e, "cannot journal a job's result; kept in memory and tried again; the runner takes no new job until it is written");
+            }
+            self.journal_outcome(&Err(e));
+            if self.kill_all.is_cancelled() {
+                tracing::error!(job_id = %id, status = result.status.as_str(), "the runner stops with this job's result unwritten: it was shown to nobody, and after a restart the job ends internal runner_restarted");
+                break false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.kill_all.cancelled() => {}
+            }
+            wait = (wait * 2).min(JOURNAL_RETRY_MAX);
+        };
+        if tries > 1 {
+            self.health().unjournaled -= 1;
+            if durable {
+                tracing::warn!(job_id = %id, tries, "a job's result is journaled after all");
+            }
+        }
+        if durable {
+            self.journal_outcome(&Ok(()));
+            live.state.send_replace(JobState::Done(result));
+        }
         let idle = {
             let mut l = self.live();
             if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, live)) {
@@ -698,6 +878,35 @@ impl Jobs {
             other => tracing::warn!(?other, "cannot prune the journal"),
         }
     }
+}
+
+/// The message of a journal call that failed (or whose task did).
+fn journal_failure<T>(r: Option<Result<T, JournalError>>) -> String {
+    match r {
+        Some(Err(e)) => e.to_string(),
+        Some(Ok(_)) => "the journal did not record the job".into(),
+        None => "the journal task failed".into(),
+    }
+}
+
+/// What is wrong with a body's `job_id`, without echoing it.
+fn bad_job_id(v: Option<&serde_json::Value>) -> String {
+    let what = match v {
+        None => "there is no job_id".to_string(),
+        Some(serde_json::Value::String(s)) => format!(
+            "job_id is a string of {} characters that is not 1-64 of [A-Za-z0-9_.-]",
+            s.chars().count()
+        ),
+        Some(serde_json::Value::Null) => "job_id is null".to_string(),
+        Some(serde_json::Value::Bool(_)) => "job_id is a boolean".to_string(),
+        Some(serde_json::Value::Number(_)) => "job_id is a number".to_string(),
+        Some(serde_json::Value::Array(_)) => "job_id is an array".to_string(),
+        Some(serde_json::Value::Object(_)) => "job_id is an object".to_string(),
+    };
+    format!(
+        "{what}: a job is answered and recorded under its id, which is a string of 1-64 \
+         characters of [A-Za-z0-9_.-]; send the job again with one"
+    )
 }
 
 fn log_end(r: &JobResult, tool: &str) {

@@ -5,17 +5,46 @@
 //! job ends (state `done`, with its result), each before the caller is answered. A restart
 //! finds the rows that never reached `done` and ends them `internal`.
 //!
+//! Every write first checks that the file at the journal's path is still the one the
+//! connection writes, and checks again after its commit: a journal file removed while the
+//! daemon runs (a cleaner, a mistaken `rm`) is written back at once from the database the
+//! daemon still holds open, so nothing acknowledged is missing after a restart. A file
+//! that was replaced by another is never overwritten: writes fail until it is moved away.
+//!
 //! Calls block on disk I/O: from async code, call them on the blocking pool.
 
 use crate::job::{JobResult, Net, Status};
-use rusqlite::{params, Connection, OptionalExtension};
-use std::path::Path;
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
+use std::os::unix::fs::MetadataExt as _;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 pub const FILE_NAME: &str = "journal.sqlite3";
 
 pub struct Journal {
-    conn: Mutex<Connection>,
+    path: PathBuf,
+    conn: Mutex<Open>,
+}
+
+/// The connection and the identity (device, inode) of the file it writes. `file` is None
+/// while the connection is detached from the path (a write-back that did not finish):
+/// then nothing is written until the file at the path is opened again.
+struct Open {
+    conn: Connection,
+    file: Option<(u64, u64)>,
+}
+
+impl std::ops::Deref for Open {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for Open {
+    fn deref_mut(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
 }
 
 /// What the journal knows of one job id.
@@ -26,20 +55,154 @@ pub enum Entry {
     Done(Box<JobResult>),
 }
 
+/// What kind of trouble the journal is in, which decides what an operator can do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Trouble {
+    /// The file is not a database, or not a whole one: move it aside or restore it.
+    Damaged,
+    /// The file system is full: free space.
+    Full,
+    /// The file at the path is not the one this daemon writes (replaced, or removed and
+    /// not yet written back).
+    Detached,
+    /// A row is not in the state the call needs (a job ended twice, …): a bug, not the disk.
+    Conflict,
+    /// Anything else the disk or SQLite reported.
+    Io,
+}
+
 #[derive(Debug, thiserror::Error)]
-#[error("journal: {0}")]
-pub struct JournalError(String);
+#[error("journal: {message}")]
+pub struct JournalError {
+    pub kind: Trouble,
+    message: String,
+}
+
+impl JournalError {
+    fn new(kind: Trouble, message: impl Into<String>) -> JournalError {
+        JournalError {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// What to tell an operator when the daemon cannot start over the journal at `path`:
+    /// the file, what is wrong, and what to do.
+    pub fn at_start(&self, path: &Path) -> String {
+        let p = path.display();
+        match self.kind {
+            Trouble::Damaged => format!(
+                "the journal {p} is damaged ({}). It holds every job's answer, so the runner \
+                 does not start over it. Stop here and either put back a good copy from a \
+                 backup, or move it aside with its -wal and -shm files (mv {p} {p}.damaged; \
+                 mv {p}-wal {p}-wal.damaged; mv {p}-shm {p}-shm.damaged) and start again with \
+                 an empty journal (the ids it held are then unknown to the runner)",
+                self.message
+            ),
+            Trouble::Full => format!(
+                "cannot write the journal {p} ({}): the file system of the state directory \
+                 is full; free space there and start again",
+                self.message
+            ),
+            _ => format!(
+                "cannot use the journal {p} ({}): check that the state directory is a \
+                 writable local file system owned by the runner",
+                self.message
+            ),
+        }
+    }
+}
 
 impl From<rusqlite::Error> for JournalError {
     fn from(e: rusqlite::Error) -> Self {
-        JournalError(e.to_string())
+        let kind = match e.sqlite_error_code() {
+            Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => Trouble::Damaged,
+            Some(ErrorCode::DiskFull) => Trouble::Full,
+            _ => Trouble::Io,
+        };
+        JournalError::new(kind, e.to_string())
     }
 }
 
 impl From<serde_json::Error> for JournalError {
     fn from(e: serde_json::Error) -> Self {
-        JournalError(format!("a stored result is not valid: {e}"))
+        JournalError::new(
+            Trouble::Damaged,
+            format!("a stored result is not valid: {e}"),
+        )
     }
+}
+
+/// The (device, inode) of the file at `path`.
+fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
+    let m = std::fs::metadata(path)?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// Opens the database at `path` in WAL mode with every write synchronous, checks that it
+/// is whole, and makes the tables.
+fn connect(path: &Path) -> Result<Connection, JournalError> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(std::time::Duration::from_secs(10))?;
+    let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(JournalError::new(
+            Trouble::Io,
+            format!(
+                "{} cannot use write-ahead logging (journal_mode is {mode})",
+                path.display()
+            ),
+        ));
+    }
+    // A truncated or scribbled-on file can open and fail only later, on the page a
+    // query reaches: check every page now, before the runner answers from it.
+    let check: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0))?;
+    if check != "ok" {
+        return Err(JournalError::new(Trouble::Damaged, check));
+    }
+    conn.execute_batch(
+        "PRAGMA synchronous=FULL;
+         PRAGMA cache_size=-256;
+         CREATE TABLE IF NOT EXISTS runs(
+             run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+             pid INTEGER NOT NULL,
+             started_ms INTEGER NOT NULL,
+             ended_ms INTEGER);
+         CREATE TABLE IF NOT EXISTS jobs(
+             job_id TEXT PRIMARY KEY NOT NULL,
+             run_id INTEGER NOT NULL,
+             accepted_ms INTEGER NOT NULL,
+             tool TEXT NOT NULL,
+             net TEXT NOT NULL,
+             state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
+             status TEXT,
+             reason TEXT,
+             result TEXT,
+             finished_ms INTEGER);
+         CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
+         CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished_ms);",
+    )?;
+    Ok(conn)
+}
+
+fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+/// Where a journal being written back is copied first, beside it.
+fn write_back_copy(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".write-back");
+    PathBuf::from(name)
+}
+
+fn io_error(what: &str, e: std::io::Error) -> JournalError {
+    let kind = if e.raw_os_error() == Some(libc::ENOSPC) {
+        Trouble::Full
+    } else {
+        Trouble::Io
+    };
+    JournalError::new(kind, format!("{what}: {e}"))
 }
 
 pub fn now_ms() -> i64 {
@@ -52,50 +215,184 @@ pub fn now_ms() -> i64 {
 impl Journal {
     /// Opens (or creates) the journal at `path`.
     pub fn open(path: &Path) -> Result<Journal, JournalError> {
-        let conn = Connection::open(path)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10))?;
-        let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            return Err(JournalError(format!(
-                "{} cannot use write-ahead logging (journal_mode is {mode})",
-                path.display()
-            )));
+        // A write-back that was cut short (the daemon died between closing the removed
+        // file and renaming its copy into place): the copy is the journal.
+        let copy = write_back_copy(path);
+        if !path.exists() && copy.is_file() {
+            tracing::warn!(journal = %path.display(), "putting in place the journal copy an interrupted write-back left");
+            let j = Journal {
+                path: path.to_path_buf(),
+                conn: Mutex::new(Open {
+                    conn: Connection::open_in_memory()?,
+                    file: None,
+                }),
+            };
+            j.put_copy_in_place(&copy)?;
         }
-        conn.execute_batch(
-            "PRAGMA synchronous=FULL;
-             PRAGMA cache_size=-256;
-             CREATE TABLE IF NOT EXISTS runs(
-                 run_id INTEGER PRIMARY KEY AUTOINCREMENT,
-                 pid INTEGER NOT NULL,
-                 started_ms INTEGER NOT NULL,
-                 ended_ms INTEGER);
-             CREATE TABLE IF NOT EXISTS jobs(
-                 job_id TEXT PRIMARY KEY NOT NULL,
-                 run_id INTEGER NOT NULL,
-                 accepted_ms INTEGER NOT NULL,
-                 tool TEXT NOT NULL,
-                 net TEXT NOT NULL,
-                 state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
-                 status TEXT,
-                 reason TEXT,
-                 result TEXT,
-                 finished_ms INTEGER);
-             CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
-             CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished_ms);",
-        )?;
+        let conn = connect(path)?;
+        let file = file_id(path).map_err(|e| {
+            JournalError::new(
+                Trouble::Io,
+                format!("cannot inspect {}: {e}", path.display()),
+            )
+        })?;
         Ok(Journal {
-            conn: Mutex::new(conn),
+            path: path.to_path_buf(),
+            conn: Mutex::new(Open {
+                conn,
+                file: Some(file),
+            }),
         })
     }
 
-    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Open> {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The connection for a write, once the file at the path is known to be its own.
+    fn writable(&self) -> Result<std::sync::MutexGuard<'_, Open>, JournalError> {
+        let mut open = self.conn();
+        self.ensure_in_place(&mut open)?;
+        Ok(open)
+    }
+
+    /// After a commit: the row is in the file at the path (written back if it went).
+    fn committed(&self, mut open: std::sync::MutexGuard<'_, Open>) -> Result<(), JournalError> {
+        self.ensure_in_place(&mut open)
+    }
+
+    /// Checks that the file at the journal's path is the one the connection writes;
+    /// writes the journal back when the file is gone. Fails, writing nothing, when another
+    /// file took its place or the write-back failed.
+    pub fn check_file(&self) -> Result<(), JournalError> {
+        let mut open = self.conn();
+        self.ensure_in_place(&mut open)
+    }
+
+    /// A small write (the header's user version, set to itself): whether the journal
+    /// takes writes again after a failure.
+    pub fn probe(&self) -> Result<(), JournalError> {
+        let open = self.writable()?;
+        let v: i64 = open.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        open.execute_batch(&format!("PRAGMA user_version = {v}"))?;
+        self.committed(open)
+    }
+
+    fn ensure_in_place(&self, open: &mut Open) -> Result<(), JournalError> {
+        let p = self.path.display();
+        let replaced = || {
+            JournalError::new(
+                Trouble::Detached,
+                format!(
+                    "{p} is not the file this daemon journals into: another file took its \
+                     place while the daemon ran. Move that file away and the daemon writes \
+                     its journal back there within a second; or restart the daemon to use \
+                     the new file (the answers of this run's jobs are then lost)"
+                ),
+            )
+        };
+        match (file_id(&self.path), open.file) {
+            (Ok(now), Some(ours)) if now == ours => Ok(()),
+            (Ok(_), Some(_)) => Err(replaced()),
+            (Ok(_), None) if write_back_copy(&self.path).exists() => Err(replaced()),
+            (Ok(_), None) => {
+                // A write-back put its copy in place and could not open it: again.
+                *open = Open {
+                    conn: connect(&self.path)?,
+                    file: Some(file_id(&self.path).map_err(|e| io_error("cannot inspect", e))?),
+                };
+                tracing::warn!(journal = %p, "the journal written back is open again");
+                Ok(())
+            }
+            (Err(e), file) if e.kind() == std::io::ErrorKind::NotFound => {
+                if file.is_some() {
+                    tracing::error!(
+                        journal = %p,
+                        "the journal file was removed while the daemon ran; writing it back from the database the daemon holds open"
+                    );
+                }
+                self.write_back(open).map_err(|e| {
+                    JournalError::new(
+                        e.kind,
+                        format!(
+                            "{p} was removed while the daemon ran and cannot be written back yet: {}",
+                            e.message
+                        ),
+                    )
+                })?;
+                tracing::warn!(journal = %p, "the journal is back in place, with every job it held");
+                Ok(())
+            }
+            (Err(e), _) => Err(io_error(&format!("cannot inspect {p}"), e)),
+        }
+    }
+
+    /// Writes the open database back to the path: a complete copy beside it (`VACUUM
+    /// INTO`), synced; the old connection closed (SQLite takes no more writes into an
+    /// unlinked file anyway); the old `-wal` and `-shm` files removed, which the new file
+    /// would otherwise inherit as its own; the copy renamed into place; a new connection.
+    /// A failure before the copy is whole changes nothing (and is tried again); after
+    /// it, the copy stays beside the path until it is in place (also across a restart:
+    /// see [`Journal::open`]).
+    fn write_back(&self, open: &mut Open) -> Result<(), JournalError> {
+        let copy = write_back_copy(&self.path);
+        if open.file.is_some() {
+            let _ = std::fs::remove_file(&copy);
+            let copied = (|| -> Result<(), JournalError> {
+                let target = copy.to_str().ok_or_else(|| {
+                    JournalError::new(Trouble::Io, "the state directory's path is not UTF-8")
+                })?;
+                open.execute("VACUUM INTO ?1", params![target])?;
+                std::fs::File::open(&copy)
+                    .and_then(|f| f.sync_all())
+                    .map_err(|e| io_error("cannot sync the copy", e))
+            })();
+            if let Err(e) = copied {
+                let _ = std::fs::remove_file(&copy);
+                return Err(e);
+            }
+            // The copy holds everything: the old connection goes, and writes wait for
+            // the new one.
+            let placeholder = Connection::open_in_memory()?;
+            drop(std::mem::replace(&mut open.conn, placeholder));
+            open.file = None;
+        }
+        self.put_copy_in_place(&copy)?;
+        *open = Open {
+            conn: connect(&self.path)?,
+            file: Some(
+                file_id(&self.path).map_err(|e| io_error("cannot inspect the new file", e))?,
+            ),
+        };
+        Ok(())
+    }
+
+    /// Renames a write-back copy to the journal's path, after removing the `-wal` and
+    /// `-shm` files of the database it replaces.
+    fn put_copy_in_place(&self, copy: &Path) -> Result<(), JournalError> {
+        for ext in ["-wal", "-shm"] {
+            let mut name = self.path.clone().into_os_string();
+            name.push(ext);
+            match std::fs::remove_file(&name) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_error("cannot remove the old journal's side file", e)),
+            }
+        }
+        std::fs::rename(copy, &self.path)
+            .map_err(|e| io_error("cannot rename the copy into place", e))?;
+        let dir = self.path.parent().unwrap_or(Path::new("."));
+        sync_dir(dir).map_err(|e| io_error("cannot sync the state directory", e))
     }
 
     /// Records this run; returns its id and the pids of earlier runs (whose job cgroups and
     /// directories carry those pids in their names).
     pub fn begin_run(&self, pid: u32) -> Result<(i64, Vec<u32>), JournalError> {
-        let conn = self.conn();
+        let conn = self.writable()?;
         let mut stmt = conn.prepare("SELECT DISTINCT pid FROM runs")?;
         let earlier = stmt
             .query_map([], |r| r.get::<_, u32>(0))?
@@ -105,22 +402,25 @@ impl Journal {
             "INSERT INTO runs(pid, started_ms) VALUES (?1, ?2)",
             params![pid, now_ms()],
         )?;
-        Ok((conn.last_insert_rowid(), earlier))
+        let run_id = conn.last_insert_rowid();
+        self.committed(conn)?;
+        Ok((run_id, earlier))
     }
 
     /// Forgets earlier runs once their leftovers are gone.
     pub fn forget_runs_before(&self, run_id: i64) -> Result<(), JournalError> {
-        self.conn()
-            .execute("DELETE FROM runs WHERE run_id < ?1", params![run_id])?;
-        Ok(())
+        let conn = self.writable()?;
+        conn.execute("DELETE FROM runs WHERE run_id < ?1", params![run_id])?;
+        self.committed(conn)
     }
 
     pub fn end_run(&self, run_id: i64) -> Result<(), JournalError> {
-        self.conn().execute(
+        let conn = self.writable()?;
+        conn.execute(
             "UPDATE runs SET ended_ms = ?2 WHERE run_id = ?1",
             params![run_id, now_ms()],
         )?;
-        Ok(())
+        self.committed(conn)
     }
 
     /// Ends every job that was accepted but never ended (an earlier run died): each gets
@@ -129,7 +429,7 @@ impl Journal {
         &self,
         make: impl Fn(&str, Net) -> JobResult,
     ) -> Result<Vec<String>, JournalError> {
-        let mut conn = self.conn();
+        let mut conn = self.writable()?;
         let tx = conn.transaction()?;
         let open: Vec<(String, String)> = {
             let mut stmt = tx.prepare("SELECT job_id, net FROM jobs WHERE state = 'queued'")?;
@@ -142,6 +442,7 @@ impl Journal {
             finish_in(&tx, id, &result, now)?;
         }
         tx.commit()?;
+        self.committed(conn)?;
         Ok(open.into_iter().map(|(id, _)| id).collect())
     }
 
@@ -174,7 +475,8 @@ impl Journal {
         net: Net,
         accepted_ms: i64,
     ) -> Result<(), JournalError> {
-        let n = self.conn().execute(
+        let conn = self.writable()?;
+        let n = conn.execute(
             "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
              VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
              ON CONFLICT(job_id) DO UPDATE SET
@@ -185,23 +487,26 @@ impl Journal {
             params![job_id, run_id, tool, net.as_str(), accepted_ms],
         )?;
         if n == 1 {
-            Ok(())
+            self.committed(conn)
         } else {
-            Err(JournalError(format!("job {job_id} is already journaled")))
+            Err(JournalError::new(
+                Trouble::Conflict,
+                format!("job {job_id} is already journaled"),
+            ))
         }
     }
 
     /// Records the terminal result of an accepted job.
     pub fn finish(&self, result: &JobResult) -> Result<(), JournalError> {
-        let conn = self.conn();
+        let conn = self.writable()?;
         let n = finish_in(&conn, &result.job_id, result, now_ms())?;
         if n == 1 {
-            Ok(())
+            self.committed(conn)
         } else {
-            Err(JournalError(format!(
-                "job {} was not journaled as accepted",
-                result.job_id
-            )))
+            Err(JournalError::new(
+                Trouble::Conflict,
+                format!("job {} was not journaled as accepted", result.job_id),
+            ))
         }
     }
 
@@ -215,7 +520,8 @@ impl Journal {
     ) -> Result<bool, JournalError> {
         let now = now_ms();
         let text = serde_json::to_string(result)?;
-        let n = self.conn().execute(
+        let conn = self.writable()?;
+        let n = conn.execute(
             "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state, status, reason, result, finished_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, 'done', ?6, ?7, ?8, ?3)
              ON CONFLICT(job_id) DO UPDATE SET
@@ -235,15 +541,19 @@ impl Journal {
                 text
             ],
         )?;
+        self.committed(conn)?;
         Ok(n == 1)
     }
 
     /// Removes finished jobs that ended before `before_ms`; returns how many.
     pub fn prune(&self, before_ms: i64) -> Result<usize, JournalError> {
-        Ok(self.conn().execute(
+        let conn = self.writable()?;
+        let n = conn.execute(
             "DELETE FROM jobs WHERE state = 'done' AND finished_ms < ?1",
             params![before_ms],
-        )?)
+        )?;
+        self.committed(conn)?;
+        Ok(n)
     }
 
     /// (state, status, count) over every row: for tests and operators.
@@ -366,6 +676,137 @@ mod tests {
             Some(Entry::Done(r)) => assert_eq!(r.status, Status::Limit),
             other => panic!("{other:?}"),
         }
+    }
+
+    fn done(j: &Journal, id: &str) -> Option<Status> {
+        match j.get(id).unwrap() {
+            Some(Entry::Done(r)) => Some(r.status),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_removed_journal_is_written_back_with_every_job() {
+        for also_wal in [false, true] {
+            let tmp = tempfile::tempdir().unwrap();
+            let path = tmp.path().join(FILE_NAME);
+            let j = Journal::open(&path).unwrap();
+            let (run, _) = j.begin_run(1).unwrap();
+            j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+            j.finish(&result("a", Status::Ok, "x")).unwrap();
+            j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            if also_wal {
+                for ext in ["-wal", "-shm"] {
+                    let _ = std::fs::remove_file(tmp.path().join(format!("{FILE_NAME}{ext}")));
+                }
+            }
+            // The next write notices, writes the journal back, then writes its row.
+            j.finish(&result("b", Status::Error, "exit")).unwrap();
+            assert!(path.is_file());
+            j.accept("c", run, "t", Net::Deny, now_ms()).unwrap();
+            // What a restart would read: everything, from the file at the path.
+            let other = Journal::open(&path).unwrap();
+            assert_eq!(done(&other, "a"), Some(Status::Ok), "also_wal {also_wal}");
+            assert_eq!(done(&other, "b"), Some(Status::Error));
+            assert_eq!(other.get("c").unwrap(), Some(Entry::Accepted));
+            drop(j);
+            drop(other);
+            let reopened = Journal::open(&path).unwrap();
+            assert_eq!(done(&reopened, "b"), Some(Status::Error));
+            let left: Vec<_> = std::fs::read_dir(tmp.path())
+                .unwrap()
+                .filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.contains("write-back"))
+                .collect();
+            assert!(left.is_empty(), "{left:?}");
+        }
+    }
+
+    #[test]
+    fn a_removal_is_noticed_without_a_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let j = Journal::open(&path).unwrap();
+        let (run, _) = j.begin_run(1).unwrap();
+        j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        j.check_file().unwrap();
+        assert_eq!(
+            Journal::open(&path).unwrap().get("a").unwrap(),
+            Some(Entry::Accepted)
+        );
+    }
+
+    #[test]
+    fn a_write_back_cut_short_is_finished_at_open() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let j = Journal::open(&path).unwrap();
+        let (run, _) = j.begin_run(1).unwrap();
+        j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+        j.finish(&result("a", Status::Ok, "x")).unwrap();
+        drop(j);
+        // As if the daemon died after closing the removed file, before the rename.
+        std::fs::rename(&path, write_back_copy(&path)).unwrap();
+        let j = Journal::open(&path).unwrap();
+        assert_eq!(done(&j, "a"), Some(Status::Ok));
+        assert!(!write_back_copy(&path).exists());
+    }
+
+    #[test]
+    fn a_file_put_in_its_place_is_never_overwritten() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let j = Journal::open(&path).unwrap();
+        let (run, _) = j.begin_run(1).unwrap();
+        j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "someone else's").unwrap();
+        let e = j.finish(&result("a", Status::Ok, "x")).unwrap_err();
+        assert_eq!(e.kind, Trouble::Detached);
+        assert!(e.to_string().contains("Move that file away"), "{e}");
+        assert_eq!(j.check_file().unwrap_err().kind, Trouble::Detached);
+        assert_eq!(std::fs::read(&path).unwrap(), b"someone else's");
+        // Moved away: the journal comes back, and the write goes through.
+        std::fs::remove_file(&path).unwrap();
+        j.finish(&result("a", Status::Ok, "x")).unwrap();
+        assert_eq!(done(&Journal::open(&path).unwrap(), "a"), Some(Status::Ok));
+    }
+
+    #[test]
+    fn a_damaged_journal_is_named_with_what_to_do() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+        let e = Journal::open(&path).err().unwrap();
+        assert_eq!(e.kind, Trouble::Damaged, "{e}");
+        let said = e.at_start(&path);
+        assert!(said.contains(&path.display().to_string()), "{said}");
+        assert!(said.contains("move it aside"), "{said}");
+        assert!(said.contains("backup"), "{said}");
+
+        // A real journal cut short: opens, but is not whole.
+        std::fs::remove_file(&path).unwrap();
+        let j = Journal::open(&path).unwrap();
+        let (run, _) = j.begin_run(1).unwrap();
+        for i in 0..400 {
+            let id = format!("job-{i:04}-{}", "x".repeat(40));
+            j.accept(&id, run, "t", Net::Deny, now_ms()).unwrap();
+            j.finish(&result(&id, Status::Ok, &"y".repeat(200)))
+                .unwrap();
+        }
+        drop(j);
+        let len = std::fs::metadata(&path).unwrap().len();
+        assert!(len > 16 * 4096, "{len}");
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len / 2).unwrap();
+        drop(f);
+        let e = Journal::open(&path)
+            .err()
+            .expect("a truncated journal is refused");
+        assert_eq!(e.kind, Trouble::Damaged, "{e}");
     }
 
     #[test]

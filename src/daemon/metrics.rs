@@ -74,6 +74,8 @@ pub struct Gauges {
     pub ready: bool,
     /// The input cache, when the engine runs.
     pub cache: Option<crate::inputs::CacheStats>,
+    /// Finished jobs' results kept in memory because the journal would not take them.
+    pub unjournaled: usize,
 }
 
 fn label(s: &str) -> String {
@@ -169,7 +171,7 @@ impl Metrics {
         gauge(
             &mut out,
             "ready",
-            "1 when every sandbox layer is there and jobs can run.",
+            "1 when every sandbox layer is there, the journal takes writes and jobs can run.",
             g.ready as u64,
         );
         if let Some(c) = g.cache {
@@ -192,6 +194,12 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {PREFIX}_input_cache_evictions_total counter");
             let _ = writeln!(out, "{PREFIX}_input_cache_evictions_total {}", c.evictions);
         }
+        gauge(
+            &mut out,
+            "results_unjournaled",
+            "Finished jobs whose result the journal has not taken yet (kept in memory, shown to nobody, tried again).",
+            g.unjournaled as u64,
+        );
         let _ = writeln!(
             out,
             "# HELP {PREFIX}_jobs_accepted_total Jobs accepted into the queue."
@@ -284,6 +292,7 @@ mod tests {
                 evictions: 3,
                 max_bytes: 1 << 20,
             }),
+            unjournaled: 1,
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
@@ -291,6 +300,7 @@ mod tests {
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.05\"} 0"));
         assert!(text.contains("openvibe_skill_runner_job_cpu_seconds_count 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_queued 2"));
+        assert!(text.contains("openvibe_skill_runner_results_unjournaled 1"));
         assert!(text.contains("openvibe_skill_runner_http_responses_total{code=\"200\"} 1"));
         assert!(text.contains("openvibe_skill_runner_input_cache_bytes 8192"));
         assert!(text.contains("openvibe_skill_runner_input_cache_max_bytes 1048576"));

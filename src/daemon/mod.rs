@@ -3,7 +3,9 @@
 //! One process: an HTTP/1.1 API on a unix socket (see [`http`]), the jobs it admits (see
 //! [`jobs`]), their journal (see [`journal`]), and the life cycle around them: recovery of
 //! an earlier run's leftovers at start, configuration reloads (SIGHUP, or the file's
-//! change, polled every second), retention pruning, and a graceful stop on SIGTERM.
+//! change, polled every second), a check every second that the journal file and the jobs
+//! folder are still there (see [`jobs::Jobs::check_state`]), retention pruning, and a
+//! graceful stop on SIGTERM.
 
 pub mod http;
 pub mod jobs;
@@ -39,6 +41,8 @@ pub struct ServeArgs {
 const MAX_CONNECTIONS: usize = 512;
 /// How often the journal is pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);
+/// How often the journal file and the jobs folder are checked (like the configuration).
+const CHECK_STATE_EVERY: Duration = Duration::from_secs(1);
 
 /// Reads the configuration for the daemon: a missing file is the default (off), so the
 /// daemon can start before `skills on` writes it.
@@ -145,11 +149,11 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
     std::fs::create_dir_all(&state)
         .map_err(|e| format!("cannot create the state directory {}: {e}", state.display()))?;
     let _lock = recovery::lock_state_dir(&state)?;
-    let journal =
-        Arc::new(Journal::open(&state.join(journal::FILE_NAME)).map_err(|e| e.to_string())?);
+    let journal_path = state.join(journal::FILE_NAME);
+    let journal = Arc::new(Journal::open(&journal_path).map_err(|e| e.at_start(&journal_path))?);
     let (run_id, earlier_pids) = journal
         .begin_run(std::process::id())
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.at_start(&journal_path))?;
 
     let (engine, problem) = match Engine::start(config.clone()) {
         Ok(e) => (Some(Arc::new(e)), None),
@@ -180,7 +184,7 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
     let node = engine.as_ref().map(|e| e.runtime.version.clone());
     let recovered = journal
         .recover(|id, net| journal::restarted(id, net, node.as_deref()))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.at_start(&journal_path))?;
     for id in &recovered {
         tracing::warn!(job_id = %id, status = "internal", reason = "runner_restarted", "job ended");
     }
@@ -220,6 +224,16 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
         config.clone(),
         jobs.clone(),
     ));
+    let check_state = {
+        let jobs = jobs.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(CHECK_STATE_EVERY);
+            loop {
+                t.tick().await;
+                jobs.check_state().await;
+            }
+        })
+    };
     let prune = {
         let jobs = jobs.clone();
         tokio::spawn(async move {
@@ -244,6 +258,7 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
     jobs.shutdown().await;
     reload.abort();
     prune.abort();
+    check_state.abort();
     connections_done.cancel();
     conns.close();
     if tokio::time::timeout(Duration::from_secs(2), conns.wait())
@@ -390,8 +405,8 @@ pub fn info(jobs: &Jobs) -> Info {
         node: jobs.node().map(str::to_string),
         skills: if on { "on" } else { "off" },
         on,
-        ready: jobs.engine().is_some(),
-        problem: jobs.problem.clone(),
+        ready: jobs.ready(),
+        problem: jobs.problem(),
         capacity: Capacity {
             max_jobs: jobs.max_jobs,
             queue_len: jobs.queue_len,

@@ -19,7 +19,7 @@ pub const DEFAULT_CONFIG_TEXT: &str = include_str!("../../packaging/config.toml"
 pub enum Action {
     /// Take jobs: add the runner's artifact to worker.functions.
     On,
-    /// Take no jobs: remove it (running jobs finish).
+    /// Take no new jobs: remove it (jobs already queued or running still run).
     Off,
     /// Print on or off.
     Status,
