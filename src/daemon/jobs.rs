@@ -321,15 +321,13 @@ impl Jobs {
         if self.stopping.is_cancelled() {
             return Submitted::Stopping;
         }
-        let raw: serde_json::Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(e) => return Submitted::BadRequest(format!("the body is not JSON: {e}")),
+        // Read from the text: `args.input` is never parsed into a value on the way.
+        let head = match job::read_head(body) {
+            Ok(h) => h,
+            Err(e) => return Submitted::BadRequest(e.to_string()),
         };
-        if !raw.is_object() {
-            return Submitted::BadRequest("the body is not a JSON object (a job)".into());
-        }
-        let id = job::job_id_of(&raw);
-        let net = job::net_of(&raw);
+        let id = head.job_id;
+        let net = head.net;
         if id.is_empty() {
             // Nothing to journal it under: the rejection is the answer, and nothing else.
             let r = match job::parse_job(body, &self.bounds) {
@@ -388,13 +386,7 @@ impl Jobs {
         }
 
         let settings = self.settings();
-        let tool = raw
-            .get("args")
-            .and_then(|a| a.get("tool"))
-            .and_then(|t| t.as_str())
-            .filter(|t| job::valid_tool_name(t))
-            .unwrap_or("")
-            .to_string();
+        let tool = head.tool;
         let verdict: Result<ValidJob, JobResult> = if !settings.skills_on {
             Err(self.rejected_now(
                 &id,
