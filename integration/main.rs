@@ -6,6 +6,7 @@
 mod common;
 mod daemon;
 mod egress;
+mod exact;
 mod failclosed;
 mod jobs;
 mod probe;
