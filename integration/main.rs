@@ -4,6 +4,7 @@
 //! job directory, no cgroup, no mount, no process of a sandbox uid left behind.
 
 mod common;
+mod compat;
 mod daemon;
 mod egress;
 mod exact;
