@@ -12,8 +12,8 @@ use openvibe_skill_runner::job::{
 };
 use openvibe_skill_runner_fuzz::{check_outcome, STRICT_SHAPES};
 use serde_json::value::RawValue;
-use std::collections::HashMap;
 use serde_json::Value;
+use std::collections::HashMap;
 
 fn assert_same(a: &ValidJob, b: &ValidJob, input_too: bool) {
     assert_eq!(a.job_id, b.job_id);
@@ -43,7 +43,10 @@ fuzz_target!(|data: &[u8]| {
     // What a rejected result would echo, read from the text.
     let head = read_head(data);
     if let Ok(h) = &head {
-        assert!(h.job_id.is_empty() || valid_job_id(&h.job_id), "read_head gave {h:?}");
+        assert!(
+            h.job_id.is_empty() || valid_job_id(&h.job_id),
+            "read_head gave {h:?}"
+        );
     }
 
     // A JSON value's parse, written back to text.
@@ -52,11 +55,11 @@ fuzz_target!(|data: &[u8]| {
         let plain = raw.is_object()
             && raw.get("net").is_none_or(Value::is_string)
             && raw.get("job_id").is_some_and(Value::is_string);
+        let id = raw["job_id"].as_str().unwrap_or_default().to_string();
         let outcome = parse_job_value(raw, &bounds);
         if check_outcome(&outcome, &bounds) {
             let job = outcome.as_ref().expect("accepted");
             if plain || STRICT_SHAPES {
-                let id = raw["job_id"].as_str().unwrap_or_default();
                 assert_eq!(id, job.job_id, "the value's id is not the job's");
             }
         }
@@ -79,7 +82,10 @@ fuzz_target!(|data: &[u8]| {
     }
     let first = direct.expect("accepted");
     let h = head.expect("an accepted job has a head");
-    assert_eq!(h.job_id, first.job_id, "read_head disagrees with the parser");
+    assert_eq!(
+        h.job_id, first.job_id,
+        "read_head disagrees with the parser"
+    );
     assert_eq!(h.net, first.net, "read_head disagrees with the parser");
     assert_eq!(h.tool, first.tool, "read_head disagrees with the parser");
 
