@@ -9,6 +9,7 @@ use crate::common::*;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use openvibe_skill_runner::daemon::journal::{Entry, Journal};
+use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
 use openvibe_skill_runner::skill::{job_from_skill, RunRequest};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -29,7 +30,8 @@ fn job(id: &str, code: &str, wall_ms: u64) -> Value {
 fn word_count(id: &str, text: &str) -> Value {
     let req = RunRequest {
         tool: "count_words".into(),
-        input: json!({ "text": text }),
+        input: JsonText::parse(&json!({ "text": text }).to_string(), DuplicateKeys::Refuse)
+            .expect("json"),
         net: None,
         wall_ms: None,
         mem_bytes: None,
@@ -342,6 +344,19 @@ impl Drop for Daemon {
 }
 
 async fn request(socket: PathBuf, method: &str, path: &str, body: Option<Vec<u8>>) -> (u16, Value) {
+    let (code, bytes) = request_bytes(socket, method, path, body).await;
+    let v = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    (code, v)
+}
+
+/// One request; the status and the body as it came.
+async fn request_bytes(
+    socket: PathBuf,
+    method: &str,
+    path: &str,
+    body: Option<Vec<u8>>,
+) -> (u16, Bytes) {
     let stream = tokio::net::UnixStream::connect(&socket)
         .await
         .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
@@ -364,9 +379,7 @@ async fn request(socket: PathBuf, method: &str, path: &str, body: Option<Vec<u8>
         .await
         .expect("read the body")
         .to_bytes();
-    let v = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    (code, v)
+    (code, bytes)
 }
 
 /// Sends raw bytes on a fresh connection; what comes back before the daemon closes it or
@@ -1342,4 +1355,85 @@ fn a_body_where_none_is_wanted_is_read_and_the_connection_kept() {
     assert_eq!(code(1), 200, "{answers:?}");
     assert_eq!(code(2), 405, "{answers:?}");
     assert_eq!(code(3), 200, "{answers:?}");
+}
+
+/// `?wait=1`, `GET`, and `GET` after a `kill -9` and a restart (the journal) all answer with
+/// the tool's output exactly as written, and the tool read its input exactly as sent.
+#[test]
+fn input_and_output_pass_through_the_daemon_and_its_journal_as_written() {
+    use crate::exact::{job_text, RawResult, ECHO, INPUT, OUTPUT};
+    require_host();
+    let _h = exclusive();
+    let mut d = Daemon::start("[runner]\nmax_jobs = 1\n");
+    let body = |text: &str| Some(text.as_bytes().to_vec());
+    let call = |d: &Daemon, method: &str, path: &str, b: Option<Vec<u8>>| {
+        d.rt.block_on(request_bytes(d.socket(), method, path, b))
+    };
+    /// The envelope of GET, its result's output kept as text.
+    #[derive(serde::Deserialize)]
+    struct RawEnvelope {
+        state: String,
+        result: RawResult,
+    }
+    let get = |d: &Daemon, id: &str| {
+        let (code, bytes) = call(d, "GET", &format!("/v1/jobs/{id}"), None);
+        assert_eq!(code, 200, "{bytes:?}");
+        let e: RawEnvelope = serde_json::from_slice(&bytes).expect("envelope");
+        assert_eq!(e.state, "done");
+        e.result
+    };
+
+    let (code, bytes) = call(
+        &d,
+        "POST",
+        "/v1/jobs?wait=1",
+        body(&job_text("dtest-exact-echo", ECHO, INPUT)),
+    );
+    assert_eq!(code, 200, "{bytes:?}");
+    RawResult::parse(&bytes).assert_output(INPUT);
+    get(&d, "dtest-exact-echo").assert_output(INPUT);
+
+    // Submitted without waiting, read with GET once done.
+    let code_out = format!("process.stdout.write({:?})", format!(" {OUTPUT}\n"));
+    let (code, _) = call(
+        &d,
+        "POST",
+        "/v1/jobs",
+        body(&job_text("dtest-exact-out", &code_out, "null")),
+    );
+    assert_eq!(code, 202);
+    d.wait_state("dtest-exact-out", "done");
+    get(&d, "dtest-exact-out").assert_output(OUTPUT);
+
+    // A key twice in args.input: rejected, said why, nothing ran.
+    let (code, bytes) = call(
+        &d,
+        "POST",
+        "/v1/jobs?wait=1",
+        body(&job_text("dtest-exact-dup", ECHO, r#"{"a":1,"a":2}"#)),
+    );
+    assert_eq!(code, 200, "{bytes:?}");
+    let r = RawResult::parse(&bytes);
+    assert_eq!(
+        (r.status.as_str(), r.reason.as_deref()),
+        ("rejected", Some("invalid_job"))
+    );
+    assert!(r.message.unwrap_or_default().contains("args.input"));
+
+    // From the journal after kill -9 and a restart: the same text.
+    d.kill9();
+    d.spawn();
+    get(&d, "dtest-exact-echo").assert_output(INPUT);
+    get(&d, "dtest-exact-out").assert_output(OUTPUT);
+    let stored = journal_of(&d);
+    match stored.get("dtest-exact-out").expect("journal") {
+        Some(Entry::Done(r)) => {
+            assert_eq!(r.output.as_ref().map(|o| o.as_str()), Some(OUTPUT));
+        }
+        other => panic!("not done in the journal: {other:?}"),
+    }
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-exact");
 }

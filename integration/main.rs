@@ -4,8 +4,10 @@
 //! job directory, no cgroup, no mount, no process of a sandbox uid left behind.
 
 mod common;
+mod compat;
 mod daemon;
 mod egress;
+mod exact;
 mod failclosed;
 mod jobs;
 mod probe;

@@ -240,9 +240,9 @@ impl Engine {
 
     /// Parses, validates and runs one job given as JSON text.
     pub async fn run_raw(&self, text: &[u8], cancel: &CancellationToken) -> JobResult {
-        let raw: serde_json::Value = match serde_json::from_slice(text) {
-            Ok(v) => v,
-            Err(e) => {
+        let head = match job::read_head(text) {
+            Ok(h) => h,
+            Err(job::NotAJob::NotJson(e)) => {
                 return JobResult::not_run(
                     "",
                     Status::Rejected,
@@ -252,12 +252,11 @@ impl Engine {
                     self.node(),
                 )
             }
+            Err(job::NotAJob::NotObject) => job::JobHead::default(),
         };
-        let id = job::job_id_of(&raw);
-        let net = job::net_of(&raw);
         match job::parse_job(text, &self.bounds) {
             Ok(j) => self.run(j, cancel).await,
-            Err(r) => JobResult::rejected(&id, &r, net, self.node()),
+            Err(r) => JobResult::rejected(&head.job_id, &r, head.net, self.node()),
         }
     }
 

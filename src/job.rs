@@ -3,8 +3,10 @@
 //! Everything here is pure: no file, no clock, no process. `validate` turns untrusted
 //! JSON into a [`ValidJob`] or into the `rejected` result that SPEC.md asks for.
 
+use crate::json_text::{DuplicateKeys, JsonText};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::HashSet;
 
@@ -57,8 +59,9 @@ pub struct Job {
 pub struct Args {
     pub tool: String,
     pub entry: String,
-    /// Any JSON value; required (send `null` for a tool that takes nothing).
-    pub input: Value,
+    /// Any JSON value, kept as the text the job carried (src/json_text.rs); required
+    /// (send `null` for a tool that takes nothing).
+    pub input: JsonText,
 }
 
 #[derive(Debug, Clone, Deserialize, Serialize)]
@@ -131,7 +134,7 @@ pub struct ValidJob {
     pub project: Option<String>,
     pub tool: String,
     pub entry: String,
-    /// `args.input` serialized: what the tool reads on stdin.
+    /// `args.input` exactly as the job carried it: what the tool reads on stdin.
     pub input_json: Vec<u8>,
     pub inputs: Vec<ValidInput>,
     pub net: Net,
@@ -179,66 +182,130 @@ impl Rejection {
     }
 }
 
-/// The job id to echo in a result: the submitted one when it is well formed, else empty.
-/// A malformed id is never echoed, so a result never carries attacker text in that field.
-pub fn job_id_of(raw: &Value) -> String {
-    match raw.get("job_id").and_then(Value::as_str) {
-        Some(id) if valid_job_id(id) => id.to_string(),
-        _ => String::new(),
-    }
+/// The fields a result echoes for a job that is turned away, read from its text without
+/// judging the rest of it (and without parsing `args.input` into a value).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct JobHead {
+    /// The submitted id when it is well formed, else empty: a malformed id is never
+    /// echoed, so a result never carries attacker text in that field.
+    pub job_id: String,
+    /// The `net` asked for when it names a mode, else `deny`.
+    pub net: Net,
+    /// `args.tool` when it is a valid tool name, else empty.
+    pub tool: String,
 }
 
-/// Parse and validate one job from its JSON text.
+/// Why a request body is not a job at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAJob {
+    #[error("the body is not JSON: {0}")]
+    NotJson(String),
+    #[error("the body is not a JSON object (a job)")]
+    NotObject,
+}
+
+/// The job's top-level fields as unread text. Unknown fields are skipped here; the typed
+/// parse refuses them.
+#[derive(Deserialize)]
+struct Fields<'a> {
+    #[serde(borrow, default)]
+    job_id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    net: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    args: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    limits: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    inputs: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct ArgsFields<'a> {
+    #[serde(borrow, default)]
+    tool: Option<&'a RawValue>,
+}
+
+fn string_in(raw: Option<&RawValue>) -> Option<String> {
+    raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+}
+
+/// What a result for this text echoes. Fields that cannot be read (a key given twice, a
+/// field of the wrong type) are echoed as empty or `deny`: the job is rejected anyway.
+pub fn read_head(text: &[u8]) -> Result<JobHead, NotAJob> {
+    let raw: &RawValue =
+        serde_json::from_slice(text).map_err(|e| NotAJob::NotJson(e.to_string()))?;
+    if !raw.get().starts_with('{') {
+        return Err(NotAJob::NotObject);
+    }
+    let Ok(fields) = serde_json::from_str::<Fields>(raw.get()) else {
+        return Ok(JobHead::default());
+    };
+    let tool = fields
+        .args
+        .and_then(|a| serde_json::from_str::<ArgsFields>(a.get()).ok())
+        .and_then(|a| string_in(a.tool));
+    Ok(JobHead {
+        job_id: string_in(fields.job_id)
+            .filter(|id| valid_job_id(id))
+            .unwrap_or_default(),
+        net: string_in(fields.net)
+            .and_then(|n| Net::parse(&n))
+            .unwrap_or_default(),
+        tool: tool.filter(|t| valid_tool_name(t)).unwrap_or_default(),
+    })
+}
+
 /// Parse and validate one job from its JSON text: the path every submitted job takes.
 /// The typed parse of the text refuses duplicate keys (which a JSON value would keep
-/// silently, last one winning) at every level of the job.
+/// silently, last one winning) at every level of the job, `args.input` included (see
+/// [`validate`]); `args.input` itself is kept as the exact text it was written in.
 pub fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    let raw: Value =
-        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
-    check_shapes(&raw)?;
+    check_shapes(text)?;
     let job: Job =
         serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
     validate(job, bounds)
 }
 
 /// serde would read a struct from an array of its fields and an enum from a one-key
-/// object: the job's objects must be objects, and `net` a string.
-fn check_shapes(raw: &Value) -> Result<(), Rejection> {
-    let obj = raw
-        .as_object()
-        .ok_or_else(|| Rejection::invalid("the job must be a JSON object"))?;
-    let object_or_absent = |key: &str| match obj.get(key) {
-        None | Some(Value::Object(_)) => Ok(()),
-        Some(_) => Err(Rejection::invalid(format!("{key} must be a JSON object"))),
-    };
-    object_or_absent("args")?;
-    object_or_absent("limits")?;
-    match obj.get("net") {
-        None | Some(Value::String(_)) => {}
-        Some(_) => {
-            return Err(Rejection::invalid(
-                "net must be one of the strings deny, openvibe-only, public",
-            ))
+/// object: the job's objects must be objects, and `net` a string. Read from the text, so
+/// that nothing in `args.input` is parsed into a value on the way.
+fn check_shapes(text: &[u8]) -> Result<(), Rejection> {
+    let raw: &RawValue =
+        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
+    if !raw.get().starts_with('{') {
+        return Err(Rejection::invalid("the job must be a JSON object"));
+    }
+    let fields: Fields =
+        serde_json::from_str(raw.get()).map_err(|e| Rejection::invalid(serde_message(&e)))?;
+    let starts = |field: Option<&RawValue>, c: char| field.is_none_or(|r| r.get().starts_with(c));
+    for (key, field) in [("args", fields.args), ("limits", fields.limits)] {
+        if !starts(field, '{') {
+            return Err(Rejection::invalid(format!("{key} must be a JSON object")));
         }
     }
-    match obj.get("inputs") {
-        None => {}
-        Some(Value::Array(items)) if items.iter().all(Value::is_object) => {}
-        Some(Value::Array(_)) => {
-            return Err(Rejection::invalid("every input must be a JSON object"))
+    if !starts(fields.net, '"') {
+        return Err(Rejection::invalid(
+            "net must be one of the strings deny, openvibe-only, public",
+        ));
+    }
+    if let Some(inputs) = fields.inputs {
+        let items = serde_json::from_str::<Vec<&RawValue>>(inputs.get())
+            .map_err(|_| Rejection::invalid("inputs must be a JSON array"))?;
+        if !items.iter().all(|i| i.get().starts_with('{')) {
+            return Err(Rejection::invalid("every input must be a JSON object"));
         }
-        Some(_) => return Err(Rejection::invalid("inputs must be a JSON array")),
     }
     Ok(())
 }
 
-/// Parse a job from an already parsed JSON value. A value cannot tell duplicate keys
-/// apart any more: jobs that arrive as text go through [`parse_job`].
+/// Parse a job from an already parsed JSON value (tests and fuzzing build jobs this way).
+/// A value has lost what its text said (duplicate keys, key order, number spelling), so
+/// this writes it back to text and takes the one door every submitted job takes.
 pub fn parse_job_value(raw: Value, bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    check_shapes(&raw)?;
-    let job: Job =
-        serde_json::from_value(raw).map_err(|e| Rejection::invalid(serde_message(&e)))?;
-    validate(job, bounds)
+    let text = serde_json::to_vec(&raw)
+        .map_err(|e| Rejection::invalid(format!("the job cannot be written as JSON: {e}")))?;
+    parse_job(&text, bounds)
 }
 
 /// serde repeats unknown keys and bad values in full: bound the message and strip
@@ -414,15 +481,21 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
         )));
     }
 
-    let input_json = serde_json::to_vec(&job.args.input)
-        .map_err(|e| Rejection::invalid(format!("args.input cannot be serialized: {e}")))?;
-    if input_json.len() > bounds.max_input_json_bytes {
+    // The text as the job carried it is what the tool reads: the cap counts that text
+    // (whitespace inside the value included), and nothing here rewrites it.
+    let input = job.args.input.as_str();
+    if input.len() > bounds.max_input_json_bytes {
         return Err(Rejection::invalid(format!(
-            "args.input is {} bytes serialized; at most {} are allowed",
-            input_json.len(),
+            "args.input is {} bytes of JSON text; at most {} are allowed",
+            input.len(),
             bounds.max_input_json_bytes
         )));
     }
+    job.args
+        .input
+        .check(DuplicateKeys::Refuse)
+        .map_err(|e| Rejection::invalid(format!("args.input is refused: {e}")))?;
+    let input_json = input.as_bytes().to_vec();
 
     if job.inputs.is_empty() {
         return Err(Rejection::invalid(
@@ -631,8 +704,14 @@ pub struct JobResult {
     pub status: Status,
     pub reason: Option<String>,
     pub message: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub output: Option<Value>,
+    /// The exact JSON text the tool wrote (src/json_text.rs). Absent unless `ok`; a tool
+    /// that wrote `null` has `"output":null`, which reads back as that answer, not as none.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "present_output"
+    )]
+    pub output: Option<JsonText>,
     pub stderr: String,
     pub stderr_truncated: bool,
     pub exit_code: Option<i32>,
@@ -644,6 +723,11 @@ pub struct JobResult {
     pub egress: Vec<EgressRecord>,
     pub runner: String,
     pub node: Option<String>,
+}
+
+/// A present `output` is the tool's answer, `null` included.
+fn present_output<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<JsonText>, D::Error> {
+    JsonText::deserialize(d).map(Some)
 }
 
 impl JobResult {
@@ -686,14 +770,6 @@ impl JobResult {
             node,
         )
     }
-}
-
-/// The `net` a raw job asked for, for a rejected result: the field when it names a mode.
-pub fn net_of(raw: &Value) -> Net {
-    raw.get("net")
-        .and_then(Value::as_str)
-        .and_then(Net::parse)
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

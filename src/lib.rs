@@ -9,6 +9,7 @@ pub mod egress;
 pub mod engine;
 pub mod inputs;
 pub mod job;
+pub mod json_text;
 pub mod media;
 pub mod plan;
 pub mod runtime;

@@ -2,6 +2,7 @@ use clap::{Parser, Subcommand};
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use openvibe_skill_runner::job::{JobResult, Net};
+use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
 use openvibe_skill_runner::{doctor, sandbox, skill};
 use std::io::Read;
 use std::path::PathBuf;
@@ -237,16 +238,23 @@ fn read_job(file: &str) -> Result<Vec<u8>, String> {
     Ok(buf)
 }
 
-fn parse_input(input: Option<&str>) -> Result<serde_json::Value, String> {
-    let text = match input {
-        None => return Ok(serde_json::json!({})),
+/// `--input`: one JSON value (default `{}`), kept as the text written, so the tool reads
+/// exactly what was given (key order, number spelling, escapes).
+fn parse_input(input: Option<&str>) -> Result<JsonText, String> {
+    let (text, from) = match input {
+        None => ("{}".to_string(), "--input".to_string()),
         Some(s) => match s.strip_prefix('@') {
-            Some(path) => std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read --input file {path}: {e}"))?,
-            None => s.to_string(),
+            Some(path) => (
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read --input file {path}: {e}"))?,
+                format!("--input file {path}"),
+            ),
+            None => (s.to_string(), "--input".to_string()),
         },
     };
-    serde_json::from_str(&text).map_err(|e| format!("--input is not JSON: {e}"))
+    JsonText::parse(&text, DuplicateKeys::Refuse).map_err(|e| {
+        format!("{from} is refused: {e}; pass exactly one JSON value, each key once per object")
+    })
 }
 
 fn print_json(result: &JobResult) {
@@ -267,8 +275,8 @@ fn print_human(r: &JobResult) {
         println!("message: {m}");
     }
     if let Some(o) = &r.output {
-        let pretty = serde_json::to_string_pretty(o).unwrap_or_default();
-        println!("output:\n{pretty}");
+        // As the tool wrote it: a reformatted value could change its numbers or key order.
+        println!("output:\n{o}");
     }
     if !r.stderr.is_empty() {
         let more = if r.stderr_truncated {

@@ -10,6 +10,7 @@ use crate::job::{
     MAX_JOB_ID_LEN, MAX_JS_BYTES, MAX_NAME_COMPONENTS, MEM_BYTES_CAP, MEM_BYTES_DEFAULT,
     MEM_BYTES_MIN, WALL_MS_CAP, WALL_MS_DEFAULT,
 };
+use crate::json_text::JsonText;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -85,7 +86,8 @@ impl ToolManifest {
 #[derive(Debug, Clone)]
 pub struct RunRequest {
     pub tool: String,
-    pub input: Value,
+    /// The tool's input as the person wrote it; it reaches the tool as this text.
+    pub input: JsonText,
     pub net: Option<Net>,
     pub wall_ms: Option<u64>,
     pub mem_bytes: Option<u64>,
@@ -434,7 +436,7 @@ fn narrowed(
 
 /// The one check `run` makes of the input against `args`: the keys `required` names are
 /// there. Everything else is the tool's to judge.
-fn check_required_keys(tool: &ToolManifest, input: &Value) -> Result<(), SkillError> {
+fn check_required_keys(tool: &ToolManifest, input: &JsonText) -> Result<(), SkillError> {
     let required: Vec<&str> = tool
         .args
         .get("required")
@@ -444,7 +446,7 @@ fn check_required_keys(tool: &ToolManifest, input: &Value) -> Result<(), SkillEr
     if required.is_empty() {
         return Ok(());
     }
-    let Some(object) = input.as_object() else {
+    let Some(keys) = input.object_keys() else {
         return Err(SkillError::Input {
             tool: tool.name.clone(),
             message: format!(
@@ -455,7 +457,7 @@ fn check_required_keys(tool: &ToolManifest, input: &Value) -> Result<(), SkillEr
     };
     let missing: Vec<&str> = required
         .into_iter()
-        .filter(|key| !object.contains_key(*key))
+        .filter(|key| !keys.iter().any(|k| k == key))
         .collect();
     if !missing.is_empty() {
         return Err(SkillError::Input {
@@ -759,10 +761,15 @@ mod tests {
         manifest_with(vec![tool])
     }
 
+    /// A value as JSON text, for a request's input.
+    fn text(v: Value) -> JsonText {
+        JsonText::parse(&v.to_string(), crate::json_text::DuplicateKeys::Refuse).expect("json")
+    }
+
     fn request(tool: &str) -> RunRequest {
         RunRequest {
             tool: tool.into(),
-            input: json!({ "text": "hello there" }),
+            input: text(json!({ "text": "hello there" })),
             net: None,
             wall_ms: None,
             mem_bytes: None,
@@ -821,7 +828,7 @@ mod tests {
         assert_eq!(job.artifact, ARTIFACT);
         assert_eq!(job.args.tool, "count_words");
         assert_eq!(job.args.entry, "tools/count.js");
-        assert_eq!(job.args.input, json!({ "text": "hello there" }));
+        assert_eq!(job.args.input.as_str(), r#"{"text":"hello there"}"#);
         assert_eq!(job.net, Net::Deny);
         assert_eq!(job.limits.wall_ms, Some(5000));
         assert_eq!(job.limits.mem_bytes, Some(67_108_864));
@@ -1153,16 +1160,37 @@ mod tests {
     fn required_input_keys_are_checked() {
         let dir = good_dir();
         let mut req = request("count_words");
-        req.input = json!({});
+        req.input = text(json!({}));
         build_error(&dir, &req, "lacks text");
-        req.input = json!("hello");
+        req.input = text(json!("hello"));
         build_error(&dir, &req, "takes an object");
-        req.input = json!({ "text": 5 }); // the type is the tool's to judge
+        req.input = text(json!({ "text": 5 })); // the type is the tool's to judge
+        job_from_skill(dir.path(), &req).expect("job");
+        // A key is read unescaped, as the tool's JSON.parse reads it.
+        let escaped = r#"{"\u0074ext":"hi"}"#;
+        req.input =
+            JsonText::parse(escaped, crate::json_text::DuplicateKeys::Refuse).expect("json");
         job_from_skill(dir.path(), &req).expect("job");
         // Without `required`, any input goes through.
         let dir = skill_dir(&tool_with("args", json!({ "type": "object" })));
-        req.input = Value::Null;
+        req.input = text(Value::Null);
         job_from_skill(dir.path(), &req).expect("job");
+    }
+
+    #[test]
+    fn the_input_reaches_the_job_as_written() {
+        let dir = good_dir();
+        let mut req = request("count_words");
+        let written = r#"{"zeta":2,"text":"\u00e9\/","id":1234567890123456789012,"n":-0}"#;
+        req.input =
+            JsonText::parse(written, crate::json_text::DuplicateKeys::Refuse).expect("json");
+        let job = job_from_skill(dir.path(), &req).expect("job");
+        let valid = job::validate(job.clone(), &Bounds::default()).expect("valid");
+        assert_eq!(valid.input_json, written.as_bytes());
+        // And through the job's text, as `run` hands it to the engine.
+        let text = serde_json::to_vec(&job).expect("json");
+        let parsed = job::parse_job(&text, &Bounds::default()).expect("parses");
+        assert_eq!(parsed.input_json, written.as_bytes());
     }
 
     // ---- the folder -------------------------------------------------------------------
@@ -1348,7 +1376,7 @@ mod tests {
             for tool in &manifest.tools {
                 let req = RunRequest {
                     tool: tool.name.clone(),
-                    input: sample_input(&tool.args),
+                    input: text(sample_input(&tool.args)),
                     net: None,
                     wall_ms: None,
                     mem_bytes: None,

@@ -2,9 +2,9 @@
 //! kill, and the classification of the end.
 
 use crate::job::{Status, STDERR_KEEP, STDOUT_CAP};
+use crate::json_text::{DuplicateKeys, JsonText};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
 use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD};
-use serde_json::Value;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
@@ -237,7 +237,7 @@ pub struct Verdict {
     pub status: Status,
     pub reason: Option<String>,
     pub message: Option<String>,
-    pub output: Option<Value>,
+    pub output: Option<JsonText>,
     pub exit_code: Option<i32>,
     pub signal: Option<String>,
 }
@@ -389,7 +389,9 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
             None,
         );
     }
-    match serde_json::from_str::<Value>(text) {
+    // The exact text the tool wrote, JSON whitespace around it dropped. Duplicate keys are
+    // the tool's to write: RFC 8259 allows them and the result is untrusted data anyway.
+    match JsonText::parse(text, DuplicateKeys::Keep) {
         Ok(v) => Verdict {
             status: Status::Ok,
             reason: None,
@@ -401,7 +403,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         Err(e) => verdict(
             Status::Error,
             "bad_output",
-            format!("stdout is not exactly one JSON value: {e}"),
+            format!("stdout is refused: {e}"),
             None,
         ),
     }
@@ -428,15 +430,55 @@ mod tests {
     fn one_json_value_is_ok() {
         let v = classify(&exited(0, " {\"words\": 1}\n"), 1000, 1);
         assert_eq!(v.status, Status::Ok);
-        assert_eq!(v.output, Some(serde_json::json!({"words": 1})));
+        assert_eq!(
+            v.output.as_ref().map(JsonText::as_str),
+            Some("{\"words\": 1}")
+        );
         assert_eq!(v.exit_code, Some(0));
         let v = classify(&exited(0, "null"), 1000, 1);
-        assert_eq!(v.output, Some(Value::Null));
+        assert_eq!(v.output.as_ref().map(JsonText::as_str), Some("null"));
+    }
+
+    #[test]
+    fn the_output_is_the_exact_text_the_tool_wrote() {
+        for text in [
+            r#"{"zeta":1,"id":1234567890123456789012,"alpha":1.0000000000000002,"neg":-0}"#,
+            r#"["\u00e9","é","\/",1E400,-1e-400,"\ud800"]"#,
+            r#"{"dup":1,"dup":2}"#,
+            "-0",
+        ] {
+            let v = classify(&exited(0, &format!("\n\t {text} \r\n")), 1000, 1);
+            assert_eq!(v.status, Status::Ok, "{text}: {:?}", v.message);
+            assert_eq!(v.output.as_ref().map(JsonText::as_str), Some(text));
+        }
+    }
+
+    #[test]
+    fn output_deeper_than_the_limit_is_bad_output() {
+        let depth = crate::json_text::MAX_DEPTH;
+        let at = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert_eq!(status_reason(&exited(0, &at)), (Status::Ok, None));
+        let over = format!("[{at}]");
+        let v = classify(&exited(0, &over), 1000, 1);
+        assert_eq!(
+            (v.status, v.reason.as_deref()),
+            (Status::Error, Some("bad_output"))
+        );
+        assert!(v.message.unwrap_or_default().contains("deeper"));
     }
 
     #[test]
     fn not_one_value_is_bad_output() {
-        for s in ["{} {}", "{", "hello", "1 2", "\u{feff}{}"] {
+        for s in [
+            "{} {}",
+            "{",
+            "hello",
+            "1 2",
+            "\u{feff}{}",
+            "NaN",
+            "[1,]",
+            "\u{a0}1",
+        ] {
             assert_eq!(
                 status_reason(&exited(0, s)),
                 (Status::Error, Some("bad_output".into())),

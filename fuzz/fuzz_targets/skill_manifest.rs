@@ -7,6 +7,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use openvibe_skill_runner::job::{self, Bounds, Net};
+use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
 use openvibe_skill_runner::skill::{self, RunRequest, SkillError};
 use openvibe_skill_runner_fuzz::assert_valid_job;
 use serde_json::{Map, Value};
@@ -80,7 +81,8 @@ fuzz_target!(|data: &[u8]| {
         }
         let req = RunRequest {
             tool: tool.name.clone(),
-            input: Value::Object(input),
+            input: JsonText::parse(&Value::Object(input).to_string(), DuplicateKeys::Refuse)
+                .expect("an object of nulls is JSON"),
             net: None,
             wall_ms: None,
             mem_bytes: None,

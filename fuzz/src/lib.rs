@@ -10,6 +10,7 @@ use openvibe_skill_runner::job::{
     self, Bounds, Rejection, ValidJob, ARTIFACT, MAX_INPUTS, MAX_INPUTS_TOTAL_BYTES, MAX_JS_BYTES,
     MEM_BYTES_CAP, MEM_BYTES_MIN, TTL_MS_CAP, WALL_MS_CAP,
 };
+use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -130,7 +131,10 @@ pub fn assert_valid_job(job: &ValidJob, bounds: &Bounds) {
         job.ttl_ms
     );
     assert!(job.input_json.len() <= bounds.max_input_json_bytes);
-    serde_json::from_slice::<Value>(&job.input_json).expect("input_json is JSON");
+    // Exactly one JSON value, within the depth limit, no key twice in an object.
+    let input = std::str::from_utf8(&job.input_json).expect("input_json is UTF-8");
+    let kept = JsonText::parse(input, DuplicateKeys::Refuse).expect("input_json is JSON");
+    assert_eq!(kept.as_str(), input, "input_json has whitespace around it");
 
     assert!((1..=MAX_INPUTS).contains(&job.inputs.len()));
     assert!(job.entry.ends_with(".js"), "entry {:?}", job.entry);

@@ -453,22 +453,17 @@ impl Jobs {
         if self.stopping.is_cancelled() {
             return Submitted::Stopping;
         }
-        let raw: serde_json::Value = match serde_json::from_slice(body) {
-            Ok(v) => v,
-            Err(e) => {
-                return Submitted::BadRequest("bad_json", format!("the body is not JSON: {e}"))
-            }
+        // Read from the text: `args.input` is never parsed into a value on the way.
+        let head = match job::read_head(body) {
+            Ok(h) => h,
+            Err(e) => return Submitted::BadRequest("bad_json", e.to_string()),
         };
-        if !raw.is_object() {
-            return Submitted::BadRequest(
-                "bad_json",
-                "the body is not a JSON object (a job)".into(),
-            );
-        }
-        let id = job::job_id_of(&raw);
-        let net = job::net_of(&raw);
+        let id = head.job_id;
+        let net = head.net;
         if id.is_empty() {
             // Nothing can be recorded under no id, so there is no result to give: a 400.
+            // Only here is the body read as a value, to say what is wrong with the id.
+            let raw: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
             return Submitted::BadRequest("bad_job_id", bad_job_id(raw.get("job_id")));
         }
 
@@ -524,13 +519,7 @@ impl Jobs {
         }
 
         let settings = self.settings();
-        let tool = raw
-            .get("args")
-            .and_then(|a| a.get("tool"))
-            .and_then(|t| t.as_str())
-            .filter(|t| job::valid_tool_name(t))
-            .unwrap_or("")
-            .to_string();
+        let tool = head.tool;
         let verdict: Result<ValidJob, JobResult> = if !settings.skills_on {
             Err(self.rejected_now(
                 &id,

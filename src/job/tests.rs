@@ -292,11 +292,15 @@ fn job_id_charset() {
     assert!(valid_job_id("..")); // dots are in the charset; the id is never a path
 }
 
+fn head(v: &Value) -> JobHead {
+    read_head(&serde_json::to_vec(v).expect("json")).expect("an object")
+}
+
 #[test]
-fn job_id_of_never_echoes_a_malformed_id() {
-    assert_eq!(job_id_of(&good_job()), "job_01JD3");
+fn read_head_never_echoes_a_malformed_id() {
+    assert_eq!(head(&good_job()).job_id, "job_01JD3");
     assert_eq!(
-        job_id_of(&json!({ "job_id": "a".repeat(64) })),
+        head(&json!({ "job_id": "a".repeat(64) })).job_id,
         "a".repeat(64)
     );
     for bad in [
@@ -308,12 +312,47 @@ fn job_id_of_never_echoes_a_malformed_id() {
         json!({ "job_id": 7 }),
         json!({ "job_id": null }),
         json!({}),
-        json!([]),
-        json!("job_01"),
-        Value::Null,
     ] {
-        assert_eq!(job_id_of(&bad), "", "{bad}");
+        assert_eq!(head(&bad).job_id, "", "{bad}");
     }
+    // A key given twice: nothing is echoed (the job is rejected for it).
+    assert_eq!(
+        read_head(br#"{"job_id":"a","job_id":"b"}"#).expect("object"),
+        JobHead::default()
+    );
+}
+
+#[test]
+fn read_head_tells_what_is_not_a_job() {
+    for text in ["[]", "\"job_01\"", "null", "7"] {
+        assert_eq!(
+            read_head(text.as_bytes()),
+            Err(NotAJob::NotObject),
+            "{text}"
+        );
+    }
+    for text in ["", "{", "not json", "{} {}", "\u{feff}{}"] {
+        assert!(
+            matches!(read_head(text.as_bytes()), Err(NotAJob::NotJson(_))),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn read_head_reads_past_any_input_value() {
+    // Values a JSON value type cannot hold: the id and net are still read.
+    let text = br#"{"job_id":"j1","net":"public","args":{"tool":"count_words","input":[1e400,"\ud800",{"a":1,"a":2}]}}"#;
+    assert_eq!(
+        read_head(text).expect("object"),
+        JobHead {
+            job_id: "j1".into(),
+            net: Net::Public,
+            tool: "count_words".into()
+        }
+    );
+    assert_eq!(head(&json!({ "args": { "tool": "Bad Tool" } })).tool, "");
+    assert_eq!(head(&json!({ "args": [] })).tool, "");
 }
 
 // ---- class and artifact ---------------------------------------------------------------
@@ -447,16 +486,74 @@ fn input_json_cap_follows_custom_bounds() {
     assert!(parse_job_value(job, &big).is_ok());
 }
 
-#[test]
-fn input_json_size_counts_the_serialized_value_not_the_submitted_text() {
-    // Whitespace in the submitted text is not part of what reaches stdin.
-    let text = format!(
+/// A job whose `args.input` is the given text, exactly.
+fn job_text_with_input(input: &str) -> String {
+    format!(
         r#"{{"job_id":"j","class":"function","artifact":"{ARTIFACT}",
-            "args":{{"tool":"t","entry":"{ENTRY}","input":{{ "a" :   1 }}}},
+            "args":{{"tool":"t","entry":"{ENTRY}","input":{input}}},
             "inputs":[{}]}}"#,
         carried(ENTRY, ENTRY_CODE)
+    )
+}
+
+#[test]
+fn input_json_is_the_text_as_written_and_the_cap_counts_it() {
+    // Whitespace inside the value reaches stdin as written (around it, it is not part of
+    // the value), and counts against the cap.
+    let text = job_text_with_input("  { \"a\" :   1 }  ");
+    assert_eq!(
+        check_text(&text).expect("ok").input_json,
+        br#"{ "a" :   1 }"#
     );
-    assert_eq!(check_text(&text).expect("ok").input_json, br#"{"a":1}"#);
+    let bounds = Bounds {
+        max_input_json_bytes: 13,
+    };
+    assert!(parse_job(text.as_bytes(), &bounds).is_ok());
+    let bounds = Bounds {
+        max_input_json_bytes: 12,
+    };
+    let r = parse_job(text.as_bytes(), &bounds).expect_err("over");
+    assert!(r.message.contains("13 bytes"), "{}", r.message);
+}
+
+#[test]
+fn input_json_keeps_order_numbers_and_escapes() {
+    for input in [
+        r#"{"zeta":2,"id":1234567890123456789012,"alpha":[3,1]}"#,
+        r#"{"zeta":1,"id":1234567890123456789012,"alpha":1.0000000000000002,"neg":-0}"#,
+        r#"["\u00e9","é","\/","\ud800",1E400,-1e-400,-0.0]"#,
+        "-0",
+        "123456789012345678901234567890",
+    ] {
+        let v = check_text(&job_text_with_input(input)).expect(input);
+        assert_eq!(v.input_json, input.as_bytes());
+    }
+}
+
+#[test]
+fn a_key_given_twice_in_args_input_is_refused_and_named() {
+    for (input, at) in [
+        (r#"{"a":1,"a":2}"#, "the top"),
+        (r#"{"a":1,"\u0061":2}"#, "the top"),
+        (r#"{"x":[{"k":1,"k":2}]}"#, "/x/0"),
+    ] {
+        let r = check_text(&job_text_with_input(input)).expect_err(input);
+        assert_eq!(r.reason, "invalid_job");
+        assert!(r.message.contains("args.input"), "{}", r.message);
+        assert!(r.message.contains("more than once"), "{}", r.message);
+        assert!(r.message.contains(at), "{}", r.message);
+    }
+    // The same key in two objects is fine.
+    assert!(check_text(&job_text_with_input(r#"[{"k":1},{"k":2}]"#)).is_ok());
+}
+
+#[test]
+fn args_input_deeper_than_the_limit_is_refused() {
+    let depth = crate::json_text::MAX_DEPTH;
+    let at = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert!(check_text(&job_text_with_input(&at)).is_ok());
+    let r = check_text(&job_text_with_input(&format!("[{at}]"))).expect_err("deep");
+    assert!(r.message.contains("deeper"), "{}", r.message);
 }
 
 // ---- limits ---------------------------------------------------------------------------
@@ -590,15 +687,15 @@ fn unknown_net_mode_is_rejected() {
 }
 
 #[test]
-fn net_of_reads_a_valid_mode_and_falls_back_to_deny() {
-    assert_eq!(net_of(&json!({ "net": "public" })), Net::Public);
+fn read_head_reads_a_valid_mode_and_falls_back_to_deny() {
+    assert_eq!(head(&json!({ "net": "public" })).net, Net::Public);
     assert_eq!(
-        net_of(&json!({ "net": "openvibe-only" })),
+        head(&json!({ "net": "openvibe-only" })).net,
         Net::OpenvibeOnly
     );
-    assert_eq!(net_of(&json!({ "net": "everything" })), Net::Deny);
-    assert_eq!(net_of(&json!({})), Net::Deny);
-    assert_eq!(net_of(&Value::Null), Net::Deny);
+    assert_eq!(head(&json!({ "net": "everything" })).net, Net::Deny);
+    assert_eq!(head(&json!({ "net": 1 })).net, Net::Deny);
+    assert_eq!(head(&json!({})).net, Net::Deny);
 }
 
 // ---- input names ----------------------------------------------------------------------
@@ -929,13 +1026,17 @@ const SPEC_ORDER: [&str; 16] = [
     "node",
 ];
 
+fn output_text(text: &str) -> JsonText {
+    JsonText::parse(text, DuplicateKeys::Keep).expect("json")
+}
+
 fn ok_result() -> JobResult {
     JobResult {
         job_id: "job_01JD3".into(),
         status: Status::Ok,
         reason: None,
         message: None,
-        output: Some(json!({ "words": 1 })),
+        output: Some(output_text(r#"{"words":1}"#)),
         stderr: String::new(),
         stderr_truncated: false,
         exit_code: Some(0),
@@ -969,10 +1070,24 @@ fn output_is_absent_unless_set() {
     let expected: Vec<&str> = SPEC_ORDER.into_iter().filter(|k| *k != "output").collect();
     assert_eq!(keys, expected);
     // `output: null` from a tool that printed `null` is still present.
-    r.output = Some(Value::Null);
-    assert!(serde_json::to_string(&r)
-        .expect("json")
-        .contains(r#""output":null"#));
+    r.output = Some(output_text("null"));
+    let text = serde_json::to_string(&r).expect("json");
+    assert!(text.contains(r#""output":null"#));
+    // And read back (the journal), it is still there: `null` is the tool's answer.
+    let back: JobResult = serde_json::from_str(&text).expect("read back");
+    assert_eq!(back.output.as_ref().map(JsonText::as_str), Some("null"));
+}
+
+#[test]
+fn output_is_read_back_as_written() {
+    let mut r = ok_result();
+    let written = r#"{"zeta":1,"id":1234567890123456789012,"alpha":1.0000000000000002,"neg":-0,"e":"\u00e9\/"}"#;
+    r.output = Some(output_text(written));
+    let text = serde_json::to_string(&r).expect("json");
+    assert!(text.contains(&format!(r#""output":{written},"#)), "{text}");
+    let back: JobResult = serde_json::from_str(&text).expect("read back");
+    assert_eq!(back.output.as_ref().map(JsonText::as_str), Some(written));
+    assert_eq!(back, r);
 }
 
 #[test]
@@ -999,7 +1114,8 @@ fn rejected_result_for_a_bad_job() {
     let mut raw = with("", "net", json!("public"));
     set(&mut raw, "", "limits", json!({ "wall_ms": 30001 }));
     let rejection = check(raw.clone()).expect_err("above cap");
-    let r = JobResult::rejected(&job_id_of(&raw), &rejection, net_of(&raw), Some("v24.22.3"));
+    let h = head(&raw);
+    let r = JobResult::rejected(&h.job_id, &rejection, h.net, Some("v24.22.3"));
     assert_eq!(r.job_id, "job_01JD3");
     assert_eq!(r.status, Status::Rejected);
     assert_eq!(r.reason.as_deref(), Some("limits_above_cap"));

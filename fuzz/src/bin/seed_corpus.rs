@@ -9,6 +9,7 @@
 //!
 //! Usage: seed-corpus <test-skills folder> <corpus folder>
 
+use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
 use openvibe_skill_runner::skill::{self, RunRequest};
 use serde_json::{Map, Value};
 use std::fs;
@@ -85,6 +86,9 @@ fn run(skills: &Path, out: &Path) -> Result<(usize, usize, usize), String> {
                 .filter(|input| input.to_string().len() <= LARGE_INPUT)
                 .cloned()
                 .unwrap_or_else(|| required_keys(&tool.args));
+            let Ok(input) = JsonText::parse(&input.to_string(), DuplicateKeys::Refuse) else {
+                continue;
+            };
             let req = RunRequest {
                 tool: tool.name.clone(),
                 input,
