@@ -448,18 +448,24 @@ fn the_daemon_runs_jobs_over_its_socket() {
         "{info}"
     );
 
-    // A job with egress, through the daemon: its own namespace and DNS responder.
+    // A job with egress, through the daemon: its own namespace and DNS responder, which
+    // refuses a name outside the allow list without asking anyone (no network needed here).
     let mut j = job(
         "dtest-run-egress",
-        "require('dns').lookup('api.openvibe.services',(e,a)=>process.stdout.write(JSON.stringify(e?e.code:a)))",
+        "require('dns').lookup('www.example.org',(e,a)=>process.stdout.write(JSON.stringify(e?e.code:a)))",
         10_000,
     );
     j["net"] = json!("openvibe-only");
     let r = d.post_wait(&j);
     assert_status(&r, "ok", None);
-    assert_eq!(r["output"], "198.18.0.1", "{r}");
+    assert_eq!(r["output"], "ENOTFOUND", "{r}");
     assert_eq!(r["net"], "openvibe-only");
-    assert_eq!(r["egress"], json!([]), "{r}");
+    assert_eq!(
+        r["egress"],
+        json!([{"host": "www.example.org", "port": 53, "allowed": false,
+                "bytes_out": 0, "bytes_in": 0, "dns": "refused"}]),
+        "{r}"
+    );
 
     // A real skill, waited for.
     let r = d.post_wait(&word_count("dtest-run-wc", "one two three"));

@@ -695,6 +695,27 @@ pub struct EgressRecord {
     pub allowed: bool,
     pub bytes_out: u64,
     pub bytes_in: u64,
+    /// Only on a name lookup (port 53), recorded once per name: what the tool was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<LookupOutcome>,
+}
+
+/// What the job's DNS told the tool about a name (the `dns` field of a port-53 record).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LookupOutcome {
+    /// The name has addresses: the tool got a synthetic one.
+    Answered,
+    /// The name exists upstream but has no address (NOERROR, no data).
+    NoData,
+    /// The upstream says the name does not exist (NXDOMAIN).
+    Nxdomain,
+    /// The upstream failed or did not answer in time (SERVFAIL).
+    Servfail,
+    /// The job may not look the name up (NXDOMAIN; never asked upstream).
+    Refused,
+    /// The job has looked up as many names as it may (REFUSED).
+    Limit,
 }
 
 /// The result, field for field as SPEC.md shows it.

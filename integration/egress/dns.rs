@@ -109,6 +109,9 @@ pub fn table(
             (vec![IpAddr::V4(UPSTREAM)], vec![], 0)
         }
         "rebind.upstream.net" => (vec![v4([127, 0, 0, 1])], vec![], 0),
+        // A name that exists without an address, and one whose server is broken.
+        "noaddr.upstream.net" => (vec![], vec![], 30),
+        "fail.upstream.net" => return Err(ResponseCode::ServFail),
         _ => return Err(ResponseCode::NXDomain),
     };
     Ok(match qtype {

@@ -69,7 +69,7 @@ pub const CERT_NAMES: &[&str] = &[
     "mapped.upstream.net",
 ];
 
-/// The refusal body the runner sends on port 80 (the contract).
+/// How the message of every refusal the runner sends on port 80 starts (in its JSON body).
 pub const REFUSAL: &str = "openvibe-skill-runner refused this connection:";
 
 static FIXTURES: AtomicU32 = AtomicU32::new(0);

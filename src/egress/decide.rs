@@ -119,6 +119,82 @@ impl fmt::Display for Refusal {
     }
 }
 
+/// The machine code of a refusal, which a tool reads on port 80 in the
+/// `X-Skill-Runner-Refused` header and in the body (`{"error":{"code":…}}`). One name per
+/// kind of refusal, stable: the README lists them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalCode {
+    /// The job's `net` does not allow this (never reached in practice: `deny` has no proxy).
+    NetDenied,
+    /// A port the proxy does not serve.
+    Port,
+    /// The name is not allowed for the job's `net`.
+    NameRefused,
+    /// A synthetic address the job's DNS did not give out (a guessed address).
+    UnknownAddress,
+    /// An IP literal under `openvibe-only`.
+    IpLiteral,
+    /// The Host (or SNI) is missing or names another host than the connection is for.
+    HostMismatch,
+    /// The name has no address upstream.
+    NoAddress,
+    /// The IP literal, or an address of the name, is in a denied range.
+    AddressRefused,
+    /// A request the proxy cannot judge: malformed, ambiguous framing, CONNECT, two Hosts…
+    BadRequest,
+    /// The job has as many connections open as it may, none of them idle.
+    ConnectionCap,
+    /// The job's egress bytes or time are spent.
+    Budget,
+    /// The upstream could not be reached or closed the connection (answered `502`).
+    UpstreamUnreachable,
+}
+
+impl RefusalCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RefusalCode::NetDenied => "net_denied",
+            RefusalCode::Port => "port",
+            RefusalCode::NameRefused => "name_refused",
+            RefusalCode::UnknownAddress => "unknown_address",
+            RefusalCode::IpLiteral => "ip_literal",
+            RefusalCode::HostMismatch => "host_mismatch",
+            RefusalCode::NoAddress => "no_address",
+            RefusalCode::AddressRefused => "address_refused",
+            RefusalCode::BadRequest => "bad_request",
+            RefusalCode::ConnectionCap => "connection_cap",
+            RefusalCode::Budget => "budget",
+            RefusalCode::UpstreamUnreachable => "upstream_unreachable",
+        }
+    }
+
+    /// The HTTP status a refusal on port 80 carries: `502` when the upstream failed, else
+    /// `403`.
+    pub fn status(self) -> u16 {
+        match self {
+            RefusalCode::UpstreamUnreachable => 502,
+            _ => 403,
+        }
+    }
+}
+
+impl Refusal {
+    pub fn code(&self) -> RefusalCode {
+        match self {
+            Refusal::NetDenied => RefusalCode::NetDenied,
+            Refusal::Port(_) => RefusalCode::Port,
+            Refusal::UnknownSynthetic(_) => RefusalCode::UnknownAddress,
+            Refusal::Name(_) => RefusalCode::NameRefused,
+            Refusal::IpLiteral(_) => RefusalCode::IpLiteral,
+            Refusal::NoSniffedName { .. } | Refusal::NameMismatch { .. } => {
+                RefusalCode::HostMismatch
+            }
+            Refusal::NoAddress(_) => RefusalCode::NoAddress,
+            Refusal::Address { .. } => RefusalCode::AddressRefused,
+        }
+    }
+}
+
 /// The outcome for one connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {

@@ -2,10 +2,14 @@
 //! the [`NameTable`] that maps the synthetic addresses it hands out back to names.
 //!
 //! Decisions:
-//! - **Nothing is ever forwarded.** The responder knows no upstream: a name the job's policy
-//!   allows gets a synthetic address, every other name NXDOMAIN, so a DNS query cannot carry
-//!   data out (no DNS tunnel) and the tool learns no real address. The proxy resolves the name
-//!   itself, once, when the tool connects to the synthetic address, and checks the addresses.
+//! - **Only names the job may reach are ever resolved upstream, and no query is forwarded.**
+//!   A name the job's policy does not allow is NXDOMAIN at once and never leaves the runner
+//!   (no DNS tunnel under `openvibe-only`). A name it allows is resolved by the runner itself
+//!   (the proxy's resolver: A and AAAA, once per job, see [`Resolution`]) before the answer,
+//!   so a tool sees a DNS failure as one: NXDOMAIN when the upstream says the name does not
+//!   exist, SERVFAIL when it fails or does not answer in time, no data when the name has no
+//!   address, and a synthetic address only when it has one. The tool never learns a real
+//!   address; the proxy connects to the addresses found then, checked when it connects.
 //! - **Synthetic pool 198.18.0.0/15** (RFC 2544 benchmarking): never a real destination on the
 //!   internet and denied as a real destination by the address policy (the floor), so a
 //!   synthetic address can never be confused with one the proxy would connect to; the same
@@ -137,13 +141,37 @@ impl NameTable {
     }
 }
 
+/// What the runner's own resolver found for a name the job may reach (asked once per job;
+/// the responder answers from it, the proxy connects to its addresses).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolution {
+    /// The name's A and AAAA addresses (at least one).
+    Addresses(Vec<IpAddr>),
+    /// The name exists but has no A or AAAA record.
+    NoRecords,
+    /// The upstream says the name does not exist.
+    NxDomain,
+    /// The upstream failed, refused, or did not answer in time.
+    Failed,
+    /// The job has had as many names resolved as it may (`dns.max_names`).
+    Limit,
+}
+
 /// What the responder did, for the job's record and log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DnsEvent {
     /// An allowed name's A query: its synthetic address.
     Answered { name: String, addr: Ipv4Addr },
-    /// An allowed name, another type (AAAA, TXT, ...): NOERROR, no answer.
+    /// An allowed name with no A answer: another type (AAAA, TXT, ...), or a name without
+    /// addresses. NOERROR, no answer.
     NoData { name: String, qtype: u16 },
+    /// An allowed name the upstream says does not exist: NXDOMAIN.
+    NxDomain { name: String },
+    /// An allowed name the upstream failed to resolve: SERVFAIL.
+    ServFail { name: String },
+    /// An allowed name not resolved yet: no answer now; resolve it, then answer the same query
+    /// again.
+    Lookup { name: String },
     /// A name the policy does not allow (or that is no name: an IP literal, non-ASCII, ...):
     /// NXDOMAIN. Record it as a refused attempt (port 53).
     Refused { name: String },
@@ -165,8 +193,16 @@ pub struct DnsReply {
 }
 
 /// Answer one query packet (UDP payload, or a TCP message without its length prefix) for a
-/// job with this policy and `net`.
-pub fn respond(policy: &EgressPolicy, net: Net, table: &NameTable, query: &[u8]) -> DnsReply {
+/// job with this policy and `net`. `known` gives what the runner's resolver found for an
+/// allowed name, or `None` when it has not been resolved yet ([`DnsEvent::Lookup`], no
+/// packet: resolve it and call again). It is never called for a name the job may not reach.
+pub fn respond(
+    policy: &EgressPolicy,
+    net: Net,
+    table: &NameTable,
+    query: &[u8],
+    known: &dyn Fn(&str) -> Option<Resolution>,
+) -> DnsReply {
     let dropped = DnsReply {
         packet: None,
         event: DnsEvent::Dropped,
@@ -232,8 +268,32 @@ pub fn respond(policy: &EgressPolicy, net: Net, table: &NameTable, query: &[u8])
         }
     };
 
+    let qtype = u16::from(question.query_type());
+    match known(&name) {
+        None => {
+            return DnsReply {
+                packet: None,
+                event: DnsEvent::Lookup { name },
+            }
+        }
+        Some(Resolution::Addresses(_)) => {}
+        Some(Resolution::NoRecords) => {
+            return finish(response, DnsEvent::NoData { name, qtype });
+        }
+        Some(Resolution::NxDomain) => {
+            response.metadata.response_code = ResponseCode::NXDomain;
+            return finish(response, DnsEvent::NxDomain { name });
+        }
+        Some(Resolution::Failed) => {
+            response.metadata.response_code = ResponseCode::ServFail;
+            return finish(response, DnsEvent::ServFail { name });
+        }
+        Some(Resolution::Limit) => {
+            response.metadata.response_code = ResponseCode::Refused;
+            return finish(response, DnsEvent::TableFull { name });
+        }
+    }
     if question.query_type() != RecordType::A {
-        let qtype = u16::from(question.query_type());
         return finish(response, DnsEvent::NoData { name, qtype });
     }
     match table.address_for(&name) {

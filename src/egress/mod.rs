@@ -4,15 +4,18 @@
 //!
 //! - [`policy`]: `policies/egress.toml` — the allow list, the ports, the denied address ranges —
 //!   and the checks on names, IP literals and addresses.
-//! - [`dns`]: the job's DNS responder (query bytes in, answer bytes out): synthetic addresses
-//!   for allowed names, NXDOMAIN for the rest, nothing forwarded; the [`dns::NameTable`].
+//! - [`dns`]: the job's DNS responder (query bytes in, answer bytes out): allowed names as the
+//!   runner's own lookup found them (a synthetic address, NXDOMAIN, SERVFAIL, no data),
+//!   NXDOMAIN for the rest, no query forwarded; the [`dns::NameTable`].
 //! - [`sniff`]: the TLS server name or HTTP Host from a connection's first bytes.
 //! - [`decide`]: allow (to exactly which address) or refuse one accepted connection.
 //! - [`record`]: the result's `egress` list and the job's byte and time budgets.
+//! - [`http`]: port 80 served request by request (hyper), each request judged.
 //! - [`proxy`]: the effects: one job's namespace served by the DNS responder and the proxy.
 
 pub mod decide;
 pub mod dns;
+pub mod http;
 pub mod policy;
 pub mod proxy;
 pub mod record;

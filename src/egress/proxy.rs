@@ -13,20 +13,27 @@
 //!    socket (the namespace goes with its last reference) and returns the record.
 //!
 //! Decisions:
-//! - **The proxy resolves each allowed name itself, once per connection**, with the runner's
-//!   upstream DNS servers (`runner.dns_servers`, else the host's `/etc/resolv.conf`), A and
-//!   AAAA, never the hosts file, always as a fully qualified name (no search domains); every
-//!   address must pass the policy, and the connection goes to the first one: the address
-//!   checked is the address connected to.
+//! - **The runner resolves each allowed name itself, once per job**, with its upstream DNS
+//!   servers (`runner.dns_servers`, else the host's `/etc/resolv.conf`), A and AAAA, never the
+//!   hosts file, always as a fully qualified name (no search domains): when the tool looks it
+//!   up (the DNS responder answers as the upstream did) or, failing that, when it connects.
+//!   Every address must pass the policy when the tool connects, and the connection goes to
+//!   the first one: the address checked is the address connected to. A failed lookup is not
+//!   kept, so the next query asks again.
 //! - **Every first request is read before anything is decided** (bounded: 16 KiB,
 //!   [`SNIFF_TIME`]): a connection on 443 that is not a TLS ClientHello, or on 80 that is not an
-//!   HTTP/1 request, is refused even to an IP literal under `public`.
-//! - **A refusal answers** (a 403 on 80, a TLS `access_denied` alert on 443) and closes, so the
-//!   tool fails at once with a clear error instead of hanging.
-//! - **Bounded per job**: [`MAX_CONNECTIONS`] proxied connections at once (more are refused and
-//!   recorded), [`MAX_DNS_QUERIES`] answered queries (more are dropped), and the policy's byte
-//!   and time budgets (`egress::record`).
+//!   HTTP/1 request, is refused even to an IP literal under `public`. On 80 every later request
+//!   is judged too (`egress::http`).
+//! - **A refusal answers** (on 80 the code's status, the `X-Skill-Runner-Refused` header and a
+//!   JSON body with the code; on 443 a TLS `access_denied` alert) and closes, so the tool fails
+//!   at once with an error it can tell from a server's.
+//! - **Bounded per job**: [`MAX_CONNECTIONS`] proxied connections at once — past that the one
+//!   idle longest is closed for the new one, and only when none is idle is the new one refused
+//!   (`connection_cap`) —, [`MAX_DNS_QUERIES`] answered queries (more are dropped),
+//!   `dns.max_names` names resolved, and the policy's byte and time budgets
+//!   (`egress::record`).
 
+use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -44,14 +51,15 @@ use hickory_resolver::TokioResolver;
 use ipnet::IpNet;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
-use tokio::sync::Semaphore;
+use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::decide::{self, Attempt, Context, Decision, Target};
-use super::dns::{self, DnsEvent, NameTable, TcpFrame};
+use super::decide::{self, Attempt, Context, Decision, RefusalCode, Target};
+use super::dns::{self, DnsEvent, NameTable, Resolution, TcpFrame};
+use super::http::{self, Activity, Judge, Refused};
 use super::policy::EgressPolicy;
-use super::record::{Flow, Recorder};
+use super::record::{Flow, LookupOutcome, Recorder};
 use super::sniff::{self, Sniff, MAX_HEAD};
 use crate::job::{EgressRecord, Net};
 use crate::sandbox::netns;
@@ -76,6 +84,12 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
 /// How long a listener rests after a failed accept.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+/// How long a new connection waits for the place of an idle one closed for it.
+const ADMIT_TIME: Duration = Duration::from_secs(1);
+/// How long a TLS connection must have been quiet since the upstream's last bytes before it
+/// counts as idle (what is inside TLS cannot be seen; a pooled connection is quiet for
+/// seconds, a response under way rarely pauses that long).
+const TLS_IDLE: Duration = Duration::from_secs(1);
 
 /// The host's resolver configuration, when `runner.dns_servers` is empty.
 pub const RESOLV_CONF: &str = "/etc/resolv.conf";
@@ -263,6 +277,8 @@ impl Egress {
             tracker: tracker.clone(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             dns_queries: AtomicU64::new(0),
+            names: Mutex::new(HashMap::new()),
+            open: Mutex::new(OpenConnections::default()),
         });
         let http = TcpListener::from_std(ns.http).map_err(StartError::Serve)?;
         let https = TcpListener::from_std(ns.https).map_err(StartError::Serve)?;
@@ -338,6 +354,47 @@ struct JobState {
     tracker: TaskTracker,
     connections: Arc<Semaphore>,
     dns_queries: AtomicU64,
+    /// What the upstream said about each name resolved in this job (at most
+    /// `dns.max_names`), shared by the DNS responder and the proxy; a failure is not kept.
+    names: Mutex<HashMap<String, Arc<OnceCell<Resolution>>>>,
+    /// The proxied connections open now, to close the idlest at the cap.
+    open: Mutex<OpenConnections>,
+}
+
+#[derive(Default)]
+struct OpenConnections {
+    next: u64,
+    by_id: HashMap<u64, OpenConnection>,
+}
+
+struct OpenConnection {
+    activity: Arc<Activity>,
+    close: CancellationToken,
+    /// Idle at least this long before it may be closed.
+    min_idle: Duration,
+}
+
+/// Takes a connection off the job's open list when its task ends.
+struct Registered<'a> {
+    job: &'a JobState,
+    id: u64,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        self.job.lock_open().by_id.remove(&self.id);
+    }
+}
+
+impl Judge for JobState {
+    fn judge(&self, net: Net, dest: SocketAddr, sniffed: Option<&str>) -> Result<(), Refused> {
+        http::judge_with(&self.context(), net, dest, sniffed)
+    }
+
+    fn refused(&self, host: &str, refusal: &Refused) {
+        tracing::info!(job_id = %self.job_id, %host, port = 80, allowed = false, code = refusal.code.as_str(), reason = %refusal.why, "egress: request refused");
+        self.recorder.refused(host, 80);
+    }
 }
 
 impl JobState {
@@ -349,23 +406,127 @@ impl JobState {
         }
     }
 
-    /// Answers one DNS query and records a refused name.
-    fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
+    /// Answers one DNS query, after resolving its name upstream when the job may reach it
+    /// and it is not resolved yet, and records the name's lookup.
+    async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
         if self.dns_queries.fetch_add(1, Ordering::Relaxed) >= MAX_DNS_QUERIES {
             return None;
         }
-        let reply = dns::respond(&self.policy, self.net, &self.table, query);
-        match &reply.event {
-            DnsEvent::Refused { name } | DnsEvent::TableFull { name } => {
-                tracing::info!(job_id = %self.job_id, host = %name, port = 53, allowed = false, "egress: name refused by DNS");
-                self.recorder.refused(name, 53);
-            }
-            DnsEvent::Answered { name, .. } => {
-                tracing::debug!(job_id = %self.job_id, host = %name, "egress: name answered");
-            }
-            _ => {}
+        let known = |name: &str| self.known(name);
+        let mut reply = dns::respond(&self.policy, self.net, &self.table, query, &known);
+        if let DnsEvent::Lookup { name } = &reply.event {
+            let found = self.resolution(name).await;
+            let known = |_: &str| Some(found.clone());
+            reply = dns::respond(&self.policy, self.net, &self.table, query, &known);
         }
+        self.record_lookup(&reply.event);
         reply.packet
+    }
+
+    fn record_lookup(&self, event: &DnsEvent) {
+        let (name, allowed, outcome) = match event {
+            DnsEvent::Answered { name, .. } => (name, true, LookupOutcome::Answered),
+            DnsEvent::NoData { name, .. } => match self.known(name) {
+                Some(Resolution::Addresses(_)) => (name, true, LookupOutcome::Answered),
+                _ => (name, true, LookupOutcome::NoData),
+            },
+            DnsEvent::NxDomain { name } => (name, true, LookupOutcome::Nxdomain),
+            DnsEvent::ServFail { name } => (name, true, LookupOutcome::Servfail),
+            DnsEvent::Refused { name } => (name, false, LookupOutcome::Refused),
+            DnsEvent::TableFull { name } => (name, false, LookupOutcome::Limit),
+            DnsEvent::Lookup { .. }
+            | DnsEvent::Unsupported
+            | DnsEvent::Malformed
+            | DnsEvent::Dropped => return,
+        };
+        tracing::info!(job_id = %self.job_id, host = %name, port = 53, allowed, outcome = ?outcome, "egress: name looked up");
+        self.recorder.looked_up(name, allowed, outcome);
+    }
+
+    fn lock_open(&self) -> std::sync::MutexGuard<'_, OpenConnections> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Puts a new proxied connection on the open list: its activity, the token that closes
+    /// it, and the guard that takes it off again.
+    fn register(&self, port: u16) -> (Arc<Activity>, CancellationToken, Registered<'_>) {
+        let activity = Activity::new();
+        let close = CancellationToken::new();
+        let min_idle = if port == 443 {
+            TLS_IDLE
+        } else {
+            Duration::ZERO
+        };
+        let mut open = self.lock_open();
+        let id = open.next;
+        open.next += 1;
+        open.by_id.insert(
+            id,
+            OpenConnection {
+                activity: activity.clone(),
+                close: close.clone(),
+                min_idle,
+            },
+        );
+        (activity, close, Registered { job: self, id })
+    }
+
+    /// Closes the connection idle longest, if one is idle; whether one was.
+    fn close_idlest(&self) -> bool {
+        let mut open = self.lock_open();
+        let idlest = open
+            .by_id
+            .iter()
+            .filter_map(|(id, c)| {
+                let idle = c.activity.idle_for()?;
+                (idle >= c.min_idle).then_some((idle, *id))
+            })
+            .max();
+        let Some((idle, id)) = idlest else {
+            return false;
+        };
+        if let Some(c) = open.by_id.remove(&id) {
+            tracing::info!(job_id = %self.job_id, idle_ms = idle.as_millis() as u64, "egress: closing an idle connection for a new one");
+            c.close.cancel();
+        }
+        true
+    }
+
+    fn lock_names(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<OnceCell<Resolution>>>> {
+        self.names.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What this job's lookup of `name` found, if it is done.
+    fn known(&self, name: &str) -> Option<Resolution> {
+        self.lock_names().get(name).and_then(|c| c.get().cloned())
+    }
+
+    /// Resolves `name` (canonical, allowed for the job) upstream once per job: concurrent
+    /// callers share one lookup, later ones get its answer; a failure is not kept, so the next
+    /// query asks again.
+    async fn resolution(&self, name: &str) -> Resolution {
+        let cell = {
+            let mut names = self.lock_names();
+            match names.get(name) {
+                Some(cell) => cell.clone(),
+                None => {
+                    if names.len() >= self.policy.dns.max_names {
+                        return Resolution::Limit;
+                    }
+                    let cell = Arc::new(OnceCell::new());
+                    names.insert(name.to_string(), cell.clone());
+                    cell
+                }
+            }
+        };
+        let found = cell.get_or_init(|| resolve(self, name)).await.clone();
+        if found == Resolution::Failed {
+            let mut names = self.lock_names();
+            if names.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
+                names.remove(name);
+            }
+        }
+        found
     }
 }
 
@@ -406,6 +567,7 @@ fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
 }
 
 async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
+    let socket = Arc::new(socket);
     let mut buf = vec![0u8; 65_535];
     loop {
         let (n, from) = tokio::select! {
@@ -413,7 +575,14 @@ async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
             _ = job.closing.cancelled() => {
                 // Queries still queued are recorded; nobody is left to answer.
                 while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
-                    let _ = job.answer(&buf[..n]);
+                    let query = buf[..n].to_vec();
+                    let j = job.clone();
+                    job.tracker.spawn(async move {
+                        tokio::select! {
+                            _ = j.stop.cancelled() => {}
+                            _ = j.answer(&query) => {}
+                        }
+                    });
                 }
                 return;
             }
@@ -425,9 +594,19 @@ async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
                 }
             },
         };
-        if let Some(packet) = job.answer(&buf[..n]) {
-            let _ = socket.send_to(&packet, from).await;
-        }
+        // Each query on a task of its own: one waiting for the upstream holds up no other.
+        let query = buf[..n].to_vec();
+        let (j, s) = (job.clone(), socket.clone());
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                reply = j.answer(&query) => {
+                    if let Some(packet) = reply {
+                        let _ = s.send_to(&packet, from).await;
+                    }
+                }
+            }
+        });
     }
 }
 
@@ -508,7 +687,7 @@ async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
                 TcpFrame::NeedMore => break,
                 TcpFrame::Invalid => return,
                 TcpFrame::Message { message, consumed } => {
-                    let reply = job.answer(message).and_then(|p| dns::tcp_encode(&p));
+                    let reply = job.answer(message).await.and_then(|p| dns::tcp_encode(&p));
                     buf.drain(..consumed);
                     match reply {
                         Some(bytes) => {
@@ -541,33 +720,57 @@ async fn accept_one(job: &Arc<JobState>, conn: TcpStream, port: u16) {
         Ok(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
         Err(_) => return,
     };
-    let Ok(permit) = job.connections.clone().try_acquire_owned() else {
-        let host = decide::record_host(&job.context(), dest);
-        refuse(
-            job,
-            conn,
-            &host,
-            port,
-            &format!("more than {MAX_CONNECTIONS} connections at once"),
-        )
-        .await;
-        return;
-    };
     let j = job.clone();
     job.tracker.spawn(async move {
+        let Some(permit) = admit(&j).await else {
+            let host = decide::record_host(&j.context(), dest);
+            let why = format!("more than {MAX_CONNECTIONS} connections at once, none of them idle");
+            refuse(&j, conn, &host, port, RefusalCode::ConnectionCap, &why).await;
+            return;
+        };
+        let (activity, close, _open) = j.register(port);
         tokio::select! {
             _ = j.stop.cancelled() => {}
-            _ = proxy_connection(&j, conn, dest) => {}
+            _ = close.cancelled() => {}
+            _ = proxy_connection(&j, conn, dest, &activity) => {}
         }
         drop(permit);
     });
 }
 
+/// A place among the job's [`MAX_CONNECTIONS`]: at once when one is free, else after closing
+/// the connection idle longest (a client's pool keeps connections it no longer uses; closing
+/// one is what any server does); `None` when every connection is in use.
+async fn admit(job: &JobState) -> Option<tokio::sync::OwnedSemaphorePermit> {
+    if let Ok(permit) = job.connections.clone().try_acquire_owned() {
+        return Some(permit);
+    }
+    let deadline = tokio::time::Instant::now() + ADMIT_TIME;
+    while job.close_idlest() {
+        let wait = tokio::time::timeout_at(deadline, job.connections.clone().acquire_owned());
+        match wait.await {
+            Ok(Ok(permit)) => return Some(permit),
+            Ok(Err(_)) => return None,
+            // The one closed was taken by another new connection: close the next.
+            Err(_) if tokio::time::Instant::now() < deadline => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
 /// Records a refusal, tells the tool why, and closes.
-async fn refuse(job: &JobState, mut conn: TcpStream, host: &str, port: u16, why: &str) {
-    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, reason = %why, "egress: connection refused");
+async fn refuse(
+    job: &JobState,
+    mut conn: TcpStream,
+    host: &str,
+    port: u16,
+    code: RefusalCode,
+    why: &str,
+) {
+    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = code.as_str(), reason = %why, "egress: connection refused");
     job.recorder.refused(host, port);
-    let reply = sniff::refusal_reply(port, why);
+    let reply = sniff::refusal_reply(port, code, why);
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = conn.write_all(&reply).await;
         let _ = conn.shutdown().await;
@@ -600,7 +803,12 @@ async fn read_head(conn: &mut TcpStream, port: u16) -> (Vec<u8>, Sniff) {
     (head, s)
 }
 
-async fn proxy_connection(job: &JobState, mut conn: TcpStream, dest: SocketAddr) {
+async fn proxy_connection(
+    job: &Arc<JobState>,
+    mut conn: TcpStream,
+    dest: SocketAddr,
+    activity: &Arc<Activity>,
+) {
     let port = dest.port();
     let ctx = job.context();
     let (head, sniffed) = read_head(&mut conn, port).await;
@@ -609,12 +817,13 @@ async fn proxy_connection(job: &JobState, mut conn: TcpStream, dest: SocketAddr)
         Sniff::NoName => None,
         Sniff::Refused(e) => {
             let host = decide::record_host(&ctx, dest);
-            return refuse(job, conn, &host, port, &e.to_string()).await;
+            let why = e.to_string();
+            return refuse(job, conn, &host, port, RefusalCode::BadRequest, &why).await;
         }
         Sniff::NeedMore => {
             let host = decide::record_host(&ctx, dest);
             let why = "no complete TLS ClientHello or HTTP request head arrived in time";
-            return refuse(job, conn, &host, port, why).await;
+            return refuse(job, conn, &host, port, RefusalCode::BadRequest, why).await;
         }
     };
     let attempt = Attempt {
@@ -625,57 +834,125 @@ async fn proxy_connection(job: &JobState, mut conn: TcpStream, dest: SocketAddr)
     let resolved: Vec<IpAddr> = match decide::target(&ctx, &attempt) {
         Err(reason) => {
             let host = decide::record_host(&ctx, dest);
-            return refuse(job, conn, &host, port, &reason.to_string()).await;
+            let why = reason.to_string();
+            return refuse(job, conn, &host, port, reason.code(), &why).await;
         }
         Ok(Target::Literal(_)) => Vec::new(),
-        Ok(Target::Name(name)) => resolve(job, &name).await,
+        Ok(Target::Name(name)) => match job.resolution(&name).await {
+            Resolution::Addresses(addrs) => addrs,
+            _ => Vec::new(),
+        },
     };
     match decide::decide(&ctx, &attempt, &resolved) {
         Decision::Deny { host, reason } => {
-            refuse(job, conn, &host, port, &reason.to_string()).await
+            let why = reason.to_string();
+            refuse(job, conn, &host, port, reason.code(), &why).await
         }
         Decision::Allow { connect_to, host } => {
             let flow = match job.recorder.open(&host, port) {
-                Ok(f) => f,
+                Ok(f) => Arc::new(f),
                 Err(e) => {
                     // `open` has recorded the refusal.
-                    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, reason = %e, "egress: connection refused");
-                    let _ = conn
-                        .write_all(&sniff::refusal_reply(port, &e.to_string()))
-                        .await;
+                    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = RefusalCode::Budget.as_str(), reason = %e, "egress: connection refused");
+                    let reply = sniff::refusal_reply(port, RefusalCode::Budget, &e.to_string());
+                    let _ = conn.write_all(&reply).await;
                     return;
                 }
             };
             tracing::info!(job_id = %job.job_id, %host, port, to = %connect_to, allowed = true, "egress: connection allowed");
-            if let Err(e) = forward(conn, connect_to, &head, &flow).await {
+            let deadline = tokio::time::Instant::from_std(flow.deadline());
+            let served = tokio::time::timeout_at(deadline, async {
+                let upstream = match connect(connect_to, &flow).await {
+                    Ok(u) => u,
+                    Err(e) => {
+                        if port == 80 {
+                            let why = format!("cannot connect to {host}: {e}");
+                            let reply =
+                                sniff::refusal_reply(port, RefusalCode::UpstreamUnreachable, &why);
+                            let _ = conn.write_all(&reply).await;
+                        }
+                        return Err(e);
+                    }
+                };
+                if port == 80 {
+                    let judge: Arc<dyn Judge> = job.clone();
+                    let (net, flow) = (job.net, flow.clone());
+                    let conn_host = host.clone();
+                    http::serve(
+                        judge,
+                        net,
+                        dest,
+                        conn_host,
+                        conn,
+                        head,
+                        upstream,
+                        flow,
+                        activity.clone(),
+                    )
+                    .await
+                    .map_err(io::Error::other)
+                } else {
+                    forward(conn, upstream, &head, &flow, activity).await
+                }
+            })
+            .await;
+            let ended = match served {
+                Ok(r) => r,
+                Err(_) => Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "the connection's egress time is over",
+                )),
+            };
+            if let Err(e) = ended {
                 tracing::info!(job_id = %job.job_id, %host, port, error = %e, "egress: connection ended");
             }
         }
     }
 }
 
-async fn resolve(job: &JobState, name: &str) -> Vec<IpAddr> {
+/// One upstream lookup of `name` (A and AAAA, fully qualified, bounded by [`RESOLVE_TIME`]).
+async fn resolve(job: &JobState, name: &str) -> Resolution {
     let fqdn = format!("{name}.");
     match tokio::time::timeout(RESOLVE_TIME, job.resolver.lookup_ip(fqdn.as_str())).await {
-        Ok(Ok(lookup)) => lookup.iter().collect(),
+        Ok(Ok(lookup)) => {
+            let addrs: Vec<IpAddr> = lookup.iter().collect();
+            if addrs.is_empty() {
+                Resolution::NoRecords
+            } else {
+                Resolution::Addresses(addrs)
+            }
+        }
+        Ok(Err(e)) if e.is_nx_domain() => Resolution::NxDomain,
+        Ok(Err(e)) if e.is_no_records_found() => Resolution::NoRecords,
         Ok(Err(e)) => {
             tracing::info!(job_id = %job.job_id, host = %name, error = %e, "egress: upstream lookup failed");
-            Vec::new()
+            Resolution::Failed
         }
         Err(_) => {
             tracing::info!(job_id = %job.job_id, host = %name, "egress: upstream lookup timed out");
-            Vec::new()
+            Resolution::Failed
         }
     }
 }
 
-/// Connects to exactly `to`, sends the head, and copies both ways within the flow's budgets.
-async fn forward(client: TcpStream, to: SocketAddr, head: &[u8], flow: &Flow) -> io::Result<()> {
+/// Connects to exactly `to`, within the connection's time.
+async fn connect(to: SocketAddr, flow: &Flow) -> io::Result<TcpStream> {
     let connect_time = CONNECT_TIME.min(flow.remaining());
-    let mut upstream = tokio::time::timeout(connect_time, TcpStream::connect(to))
+    let upstream = tokio::time::timeout(connect_time, TcpStream::connect(to))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting upstream timed out"))??;
     let _ = upstream.set_nodelay(true);
+    Ok(upstream)
+}
+
+/// Sends the head (a ClientHello) and copies both ways within the flow's budgets.
+async fn forward(
+    client: TcpStream,
+    mut upstream: TcpStream,
+    head: &[u8],
+    flow: &Flow,
+    activity: &Activity,
+) -> io::Result<()> {
     let _ = client.set_nodelay(true);
     let granted = flow.grant_out(head.len()).map_err(io::Error::other)?;
     upstream.write_all(&head[..granted]).await?;
@@ -684,24 +961,22 @@ async fn forward(client: TcpStream, to: SocketAddr, head: &[u8], flow: &Flow) ->
     }
     let (cr, cw) = client.into_split();
     let (ur, uw) = upstream.into_split();
-    let deadline = tokio::time::Instant::from_std(flow.deadline());
-    let both =
-        async { tokio::try_join!(pump(cr, uw, flow, true), pump(ur, cw, flow, false)).map(|_| ()) };
-    match tokio::time::timeout_at(deadline, both).await {
-        Ok(r) => r,
-        Err(_) => Err(io::Error::new(
-            io::ErrorKind::TimedOut,
-            "the connection's egress time is over",
-        )),
-    }
+    tokio::try_join!(
+        pump(cr, uw, flow, true, activity),
+        pump(ur, cw, flow, false, activity)
+    )
+    .map(|_| ())
 }
 
-/// Copies one direction until end of file, then half-closes the other side.
+/// Copies one direction until end of file, then half-closes the other side. What is inside
+/// TLS is not seen, so the tool's bytes mark the connection busy and the upstream's mark it
+/// idle from then on (a pooled connection's last bytes are its last response).
 async fn pump(
     mut from: impl AsyncRead + Unpin,
     mut to: impl AsyncWrite + Unpin,
     flow: &Flow,
     outbound: bool,
+    activity: &Activity,
 ) -> io::Result<()> {
     let mut buf = vec![0u8; COPY_BUF];
     loop {
@@ -711,12 +986,16 @@ async fn pump(
             return Ok(());
         }
         let granted = if outbound {
+            activity.busy();
             flow.grant_out(n)
         } else {
             flow.grant_in(n)
         }
         .map_err(io::Error::other)?;
         to.write_all(&buf[..granted]).await?;
+        if !outbound {
+            activity.idle();
+        }
         if granted < n {
             return Err(io::Error::other("the job's egress byte budget is spent"));
         }

@@ -19,11 +19,15 @@
 //! - A refused attempt is recorded with zero bytes; an allowed one gets its bytes as they are
 //!   granted (a connection that fails upstream stays `allowed: true` with zero bytes: the
 //!   policy allowed it).
+//! - **A name lookup is recorded once per name** (port 53, `dns` = what the tool was told),
+//!   however many queries (A, AAAA, retries) the tool's resolver sent for it: `allowed` says
+//!   whether the job may look the name up at all.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-pub use crate::job::EgressRecord;
+pub use crate::job::{EgressRecord, LookupOutcome};
 
 /// Per-job limits (from `[budget]` in `policies/egress.toml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +83,8 @@ struct Inner {
     folded: Folded,
     total_out: u64,
     total_in: u64,
+    /// Names whose lookup is recorded already.
+    looked_up: HashSet<String>,
 }
 
 /// Where a flow's bytes are counted.
@@ -125,7 +131,14 @@ impl Recorder {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn push(&self, inner: &mut Inner, host: &str, port: u16, allowed: bool) -> Slot {
+    fn push(
+        &self,
+        inner: &mut Inner,
+        host: &str,
+        port: u16,
+        allowed: bool,
+        dns: Option<LookupOutcome>,
+    ) -> Slot {
         if inner.records.len() < self.budgets.max_records {
             inner.records.push(EgressRecord {
                 host: host.to_string(),
@@ -133,6 +146,7 @@ impl Recorder {
                 allowed,
                 bytes_out: 0,
                 bytes_in: 0,
+                dns,
             });
             Slot::Record(inner.records.len() - 1)
         } else {
@@ -145,7 +159,16 @@ impl Recorder {
     /// Record a refused attempt (by DNS, by policy, by budget).
     pub fn refused(&self, host: &str, port: u16) {
         let mut inner = self.lock();
-        self.push(&mut inner, host, port, false);
+        self.push(&mut inner, host, port, false, None);
+    }
+
+    /// Record the lookup of `name` (port 53) with what the tool was told, unless this name's
+    /// lookup is recorded already.
+    pub fn looked_up(&self, name: &str, allowed: bool, outcome: LookupOutcome) {
+        let mut inner = self.lock();
+        if inner.looked_up.insert(name.to_string()) {
+            self.push(&mut inner, name, 53, allowed, Some(outcome));
+        }
     }
 
     /// Record an allowed attempt and return the flow that counts its bytes; refused (and
@@ -163,10 +186,10 @@ impl Recorder {
             None
         };
         if let Some(e) = spent {
-            self.push(&mut inner, host, port, false);
+            self.push(&mut inner, host, port, false, None);
             return Err(e);
         }
-        let slot = self.push(&mut inner, host, port, true);
+        let slot = self.push(&mut inner, host, port, true, None);
         let deadline = std::cmp::min(self.job_deadline(), now + self.budgets.connection_time);
         Ok(Flow {
             recorder: Arc::clone(self),
@@ -202,6 +225,7 @@ impl Recorder {
                 allowed: false,
                 bytes_out: inner.folded.bytes_out,
                 bytes_in: inner.folded.bytes_in,
+                dns: None,
             });
         }
         out
@@ -279,6 +303,26 @@ impl Flow {
     /// them): fewer than `want` when the budget runs out on the way; an error when nothing may.
     pub fn grant_out(&self, want: usize) -> Result<usize, BudgetExceeded> {
         self.recorder.grant(self.slot, self.deadline, want, true)
+    }
+
+    /// Gives back `unused` bytes of a grant for sending that were not sent after all (a
+    /// write that took fewer bytes, or none).
+    pub fn give_back_out(&self, unused: usize) {
+        if unused == 0 {
+            return;
+        }
+        let unused = unused as u64;
+        let mut inner = self.recorder.lock();
+        inner.total_out = inner.total_out.saturating_sub(unused);
+        match self.slot {
+            Slot::Record(i) => {
+                let r = &mut inner.records[i];
+                r.bytes_out = r.bytes_out.saturating_sub(unused);
+            }
+            Slot::Folded => {
+                inner.folded.bytes_out = inner.folded.bytes_out.saturating_sub(unused);
+            }
+        }
     }
 
     /// The same for bytes from the upstream to the tool.

@@ -31,19 +31,28 @@
 //!   port is dropped. An absolute-form target (`GET http://host/ HTTP/1.1`) must be `http` and
 //!   name the same host as the Host header (the server would obey the target, RFC 9112 3.2.2),
 //!   and stands in for a missing Host; authority-form targets are refused. A request with
-//!   neither yields [`Sniff::NoName`].
+//!   neither yields [`Sniff::NoName`]. A head whose body length is ambiguous is refused: both
+//!   `Content-Length` and `Transfer-Encoding`, two `Content-Length`s, or a
+//!   `Transfer-Encoding` other than a single `chunked` (the request smuggling shapes).
 //! - Names come back canonical (lowercase ASCII, no trailing dot), IP literals in their
 //!   canonical text (`0x7f000001` → `127.0.0.1`): the caller compares strings. A value that is
 //!   neither (non-ASCII, `%`, spaces, NUL, invalid IP spelling) is refused.
-//! - Only the first request or ClientHello of a connection is checked. The upstream address is
-//!   fixed by then (`egress::decide`), so later requests on the same connection can only reach
-//!   the server the check allowed (as with everything inside TLS, which no proxy can see).
+//! - On 443 only the ClientHello is seen: what follows is encrypted, and reaches only the
+//!   address the check allowed. On 80 this module judges the first head, before anything is
+//!   connected; the proxy then serves the connection as HTTP (`egress::http`) and judges every
+//!   later request with [`request_host`], the same rules on hyper's parse.
 
 use std::collections::HashSet;
 
 use http::uri::{Authority, Uri};
 
+use crate::egress::decide::RefusalCode;
 use crate::egress::policy::{looks_like_ip, normalize_name, parse_ip_literal};
+
+/// The response header that marks a runner's refusal on port 80; its value is the code.
+pub const REFUSAL_HEADER: &str = "X-Skill-Runner-Refused";
+/// The start of every refusal's message.
+pub const REFUSAL_MESSAGE: &str = "openvibe-skill-runner refused this connection:";
 
 /// The most bytes looked at.
 pub const MAX_HEAD: usize = 16 * 1024;
@@ -96,6 +105,8 @@ pub enum SniffError {
     BadTarget,
     #[error("the request target names {target} but the Host header {host}")]
     TargetHostMismatch { target: String, host: String },
+    #[error("the request's body length is ambiguous: {0}")]
+    AmbiguousLength(&'static str),
 }
 
 /// Sniff the first bytes of a connection to `port` (443: TLS, 80: HTTP).
@@ -302,31 +313,82 @@ pub fn http_host(buf: &[u8]) -> Sniff {
         Err(httparse::Error::TooManyHeaders) => return Sniff::Refused(SniffError::TooManyHeaders),
         Err(e) => return Sniff::Refused(SniffError::NotHttp(e.to_string())),
     }
-    match http_request_host(&request) {
+    let headers = || request.headers.iter().map(|h| (h.name, h.value));
+    let judged = unambiguous_length(headers()).and_then(|()| {
+        host_of(
+            request.method.unwrap_or(""),
+            request.path.unwrap_or(""),
+            headers(),
+        )
+    });
+    match judged {
         Ok(Some(host)) => Sniff::Name(host),
         Ok(None) => Sniff::NoName,
         Err(e) => Sniff::Refused(e),
     }
 }
 
-fn http_request_host(request: &httparse::Request<'_, '_>) -> Result<Option<String>, SniffError> {
-    let method = request.method.unwrap_or("");
+/// The host a request hyper parsed is for (a later request on a kept-alive connection): the
+/// same rules as [`http_host`]. Hyper has settled the body length by then (it refuses two
+/// different `Content-Length`s and a `Transfer-Encoding` not ending in `chunked`, lets
+/// `Transfer-Encoding` win over `Content-Length` and closes after such a request) and sends
+/// the upstream a head it wrote itself, so no ambiguity reaches the upstream.
+pub fn request_host(
+    method: &http::Method,
+    uri: &Uri,
+    headers: &http::HeaderMap,
+) -> Result<Option<String>, SniffError> {
+    let target = uri.to_string();
+    host_of(
+        method.as_str(),
+        &target,
+        headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
+    )
+}
+
+/// A request head whose body length two parsers could read differently is refused.
+fn unambiguous_length<'a>(
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> Result<(), SniffError> {
+    let (mut lengths, mut encodings) = (0, Vec::new());
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("content-length") {
+            lengths += 1;
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            encodings.push(value);
+        }
+    }
+    match (lengths, encodings.as_slice()) {
+        (0 | 1, []) => Ok(()),
+        (0, [one]) if one.trim_ascii().eq_ignore_ascii_case(b"chunked") => Ok(()),
+        (0, [_]) => Err(SniffError::AmbiguousLength(
+            "a Transfer-Encoding other than chunked",
+        )),
+        (0, _) => Err(SniffError::AmbiguousLength("two Transfer-Encoding headers")),
+        (_, []) => Err(SniffError::AmbiguousLength("two Content-Length headers")),
+        _ => Err(SniffError::AmbiguousLength(
+            "both Content-Length and Transfer-Encoding",
+        )),
+    }
+}
+
+fn host_of<'a>(
+    method: &str,
+    target: &str,
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> Result<Option<String>, SniffError> {
     if method.eq_ignore_ascii_case("CONNECT") {
         return Err(SniffError::Connect);
     }
-    let mut hosts = request
-        .headers
-        .iter()
-        .filter(|h| h.name.eq_ignore_ascii_case("host"));
+    let mut hosts = headers.filter(|(name, _)| name.eq_ignore_ascii_case("host"));
     let host_header = hosts.next();
     if hosts.next().is_some() {
         return Err(SniffError::DuplicateHost);
     }
     let header_host = match host_header {
-        Some(h) => Some(authority_host(h.value).ok_or(SniffError::BadHost)?),
+        Some((_, value)) => Some(authority_host(value).ok_or(SniffError::BadHost)?),
         None => None,
     };
-    let target = request.path.unwrap_or("");
     if target.starts_with('/') || target == "*" {
         return Ok(header_host);
     }
@@ -370,32 +432,50 @@ fn authority_host(value: &[u8]) -> Option<String> {
 }
 
 /// The bytes that tell the tool its connection was refused, instead of a bare reset: on 443 a
-/// fatal TLS `access_denied` alert, on 80 a `403 Forbidden` whose body says why, nothing on
-/// other ports. `why` is reduced to printable ASCII and 200 characters.
-pub fn refusal_reply(port: u16, why: &str) -> Vec<u8> {
+/// fatal TLS `access_denied` alert (TLS has no room for more), on 80 an HTTP response a
+/// program can recognise — the code's status (`403`, or `502` when the upstream failed), the
+/// [`REFUSAL_HEADER`] with the code, and [`refusal_body`] — and nothing on other ports.
+pub fn refusal_reply(port: u16, code: RefusalCode, why: &str) -> Vec<u8> {
     match port {
         443 => vec![0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 49],
         80 => {
-            let why: String = why
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_graphic() || c == ' ' {
-                        c
-                    } else {
-                        '?'
-                    }
-                })
-                .take(200)
-                .collect();
-            let body = format!("openvibe-skill-runner refused this connection: {why}\n");
+            let body = refusal_body(code, why);
+            let status = code.status();
+            let phrase = if status == 502 {
+                "Bad Gateway"
+            } else {
+                "Forbidden"
+            };
             format!(
-                "HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                "HTTP/1.1 {status} {phrase}\r\nContent-Type: application/json\r\n{REFUSAL_HEADER}: {}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                code.as_str(),
                 body.len()
             )
             .into_bytes()
         }
         _ => Vec::new(),
     }
+}
+
+/// The body of a refusal on port 80, the shape of the daemon's own errors:
+/// `{"error":{"code":"<code>","message":"openvibe-skill-runner refused this connection: <why>"}}`.
+/// `why` is reduced to printable ASCII and 200 characters.
+pub fn refusal_body(code: RefusalCode, why: &str) -> String {
+    let why: String = why
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() || c == ' ' {
+                c
+            } else {
+                '?'
+            }
+        })
+        .take(200)
+        .collect();
+    let body = serde_json::json!({
+        "error": { "code": code.as_str(), "message": format!("{REFUSAL_MESSAGE} {why}") }
+    });
+    format!("{body}\n")
 }
 
 #[cfg(test)]

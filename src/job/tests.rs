@@ -1138,10 +1138,23 @@ fn egress_record_field_names() {
         allowed: true,
         bytes_out: 10,
         bytes_in: 20,
+        dns: None,
     };
     assert_eq!(
         serde_json::to_string(&rec).expect("json"),
         r#"{"host":"openvibe.services","port":443,"allowed":true,"bytes_out":10,"bytes_in":20}"#
+    );
+    let lookup = EgressRecord {
+        host: "nothing.example.org".into(),
+        port: 53,
+        allowed: true,
+        bytes_out: 0,
+        bytes_in: 0,
+        dns: Some(LookupOutcome::Nxdomain),
+    };
+    assert_eq!(
+        serde_json::to_string(&lookup).expect("json"),
+        r#"{"host":"nothing.example.org","port":53,"allowed":true,"bytes_out":0,"bytes_in":0,"dns":"nxdomain"}"#
     );
 }
 

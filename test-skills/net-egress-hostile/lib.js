@@ -11,6 +11,8 @@ const https = require('node:https');
 const dgram = require('node:dgram');
 
 const REFUSAL = 'openvibe-skill-runner refused this connection:';
+// The runner marks its refusals on port 80 with this header; its value is the code.
+const REFUSAL_HEADER = 'x-skill-runner-refused';
 const KEEP = 2048;
 
 function readInput() {
@@ -32,6 +34,11 @@ function code(e) {
 // EPROTO with OpenSSL's reason ("tlsv1 alert access denied") only in the message.
 function detail(e) {
   return String(e?.message ?? e).slice(0, 300);
+}
+
+// The refusal codes in the responses of `text` (raw HTTP), in order.
+function refusals(text) {
+  return [...String(text ?? '').matchAll(/^x-skill-runner-refused: *([a-z_]+)\r?$/gim)].map((m) => m[1]);
 }
 
 function servers(text) {
@@ -64,7 +71,7 @@ function attempt(timeoutMs, body) {
 }
 
 // GET a URL with node:http / node:https as any tool would (own connection, no redirect).
-// -> { status, refused, servers, body, error, ms }
+// -> { status, refused (the refusal code, or null), servers, body, error, ms }
 function httpGet(url, { ca, servername, headers, timeoutMs = 2000 } = {}) {
   return attempt(timeoutMs, (finish, onEnd) => {
     const u = new URL(url);
@@ -81,7 +88,7 @@ function httpGet(url, { ca, servername, headers, timeoutMs = 2000 } = {}) {
       res.on('data', (c) => { if (body.length < KEEP) body += c; });
       const done = (error, message) => finish({
         status: res.statusCode,
-        refused: body.startsWith(REFUSAL),
+        refused: res.headers[REFUSAL_HEADER] ?? null,
         servers: servers(body),
         body: body.slice(0, 300),
         error,
@@ -91,15 +98,15 @@ function httpGet(url, { ca, servername, headers, timeoutMs = 2000 } = {}) {
       res.on('error', (e) => done(code(e), detail(e)));
     });
     onEnd(() => req.destroy());
-    req.on('error', (e) => finish({ status: null, refused: false, servers: [], body: null, error: code(e), message: detail(e) }));
-    return () => ({ status: null, refused: false, servers: [], body: null });
+    req.on('error', (e) => finish({ status: null, refused: null, servers: [], body: null, error: code(e), message: detail(e) }));
+    return () => ({ status: null, refused: null, servers: [], body: null });
   });
 }
 
 // Raw TCP (or TLS) to host:port, write `send` once connected (once the handshake is done for
 // TLS; the certificate is not checked, so a mismatched name does not stop us on our side),
-// then read until the peer closes. -> { connected, secure, status, statuses, refused,
-// servers, error, ms }
+// then read until the peer closes. -> { connected, secure, status, statuses, refused (the
+// first refusal code, or null), refusals, servers, error, ms }
 function raw({ host, port, useTls = false, servername, ca, send, timeoutMs = 2000 }) {
   return attempt(timeoutMs, (finish, onEnd) => {
     let text = '';
@@ -114,7 +121,8 @@ function raw({ host, port, useTls = false, servername, ca, send, timeoutMs = 200
         secure,
         status: statuses[0] ?? null,
         statuses,
-        refused: body.startsWith(REFUSAL),
+        refused: refusals(text)[0] ?? null,
+        refusals: refusals(text),
         servers: servers(text),
       };
     };
@@ -261,4 +269,4 @@ function out(value) {
   process.stdout.write(JSON.stringify(value));
 }
 
-module.exports = { REFUSAL, readInput, code, detail, servers, attempt, httpGet, raw, dnsQuery, dnsAnswers, udp, dnsTcp, tcpConnect, out };
+module.exports = { REFUSAL, REFUSAL_HEADER, refusals, readInput, code, detail, servers, attempt, httpGet, raw, dnsQuery, dnsAnswers, udp, dnsTcp, tcpConnect, out };

@@ -3,7 +3,7 @@
 // what came back. Input: one request ({url, ca, servername, headers, follow, timeout_ms}) or
 // {requests: [...]} (done one after the other, in order). Each request opens a connection of
 // its own (agent: false), so a later request looks its name up and connects again.
-// Output: {status, body, error, message, hops} for one request, {results: [...]} for a list. Never throws.
+// Output: {status, refused, body, error, message, hops} for one request, {results: [...]} for a list. Never throws.
 const http = require('node:http');
 const https = require('node:https');
 
@@ -49,8 +49,11 @@ function once(url, req, timeoutMs) {
         let body = '';
         res.setEncoding('utf8');
         res.on('data', (c) => { if (body.length < BODY_MAX) body += c; });
-        res.on('end', () => finish({ status: res.statusCode, location: res.headers.location ?? null, body: body.slice(0, BODY_MAX), error: null, message: null }));
-        res.on('error', (e) => finish({ status: res.statusCode, location: null, body: body.slice(0, BODY_MAX), error: code(e), message: detail(e) }));
+        // The runner marks its own refusals with a header; a program can tell them from a
+        // server's answer.
+        const refused = res.headers['x-skill-runner-refused'] ?? null;
+        res.on('end', () => finish({ status: res.statusCode, refused, location: res.headers.location ?? null, body: body.slice(0, BODY_MAX), error: null, message: null }));
+        res.on('error', (e) => finish({ status: res.statusCode, refused, location: null, body: body.slice(0, BODY_MAX), error: code(e), message: detail(e) }));
       });
       request.on('error', (e) => finish({ status: null, location: null, body: null, error: code(e), message: detail(e) }));
     } catch (e) {
@@ -69,7 +72,7 @@ async function get(req) {
     hops.push({ url, status: r.status, error: r.error });
     const redirect = [301, 302, 303, 307, 308].includes(r.status) && r.location;
     if (!redirect || hops.length > follow) {
-      return { url: req.url, status: r.status, body: r.body, error: r.error, message: r.message, hops };
+      return { url: req.url, status: r.status, refused: r.refused ?? null, body: r.body, error: r.error, message: r.message, hops };
     }
     try { url = new URL(r.location, url).href; } catch (e) {
       return { url: req.url, status: r.status, body: r.body, error: code(e), message: detail(e), hops };

@@ -2,7 +2,7 @@
 // A benign tool: resolve names. Input {names: [...], method: "lookup" | "resolve4"}.
 // "lookup" is dns.lookup (getaddrinfo: /etc/hosts, then /etc/resolv.conf), all addresses;
 // "resolve4" is c-ares with the servers of /etc/resolv.conf. Output {results: [{name,
-// addresses, error}]} in the order asked. Never throws.
+// addresses, error, ms}]} in the order asked. Never throws.
 const dns = require('node:dns');
 
 function readInput() {
@@ -19,6 +19,7 @@ function readInput() {
 const TIMEOUT_MS = 4000;
 
 async function one(name, method) {
+  const started = Date.now();
   let timer;
   const timeout = new Promise((_, reject) => {
     timer = setTimeout(() => reject(Object.assign(new Error('timeout'), { code: 'TIMEOUT' })), TIMEOUT_MS);
@@ -28,9 +29,9 @@ async function one(name, method) {
       ? dns.promises.resolve4(name)
       : dns.promises.lookup(name, { all: true }).then((list) => list.map((a) => a.address));
     const addresses = await Promise.race([asked, timeout]);
-    return { name, addresses, error: null };
+    return { name, addresses, error: null, ms: Date.now() - started };
   } catch (e) {
-    return { name, addresses: [], error: e?.code ?? String(e) };
+    return { name, addresses: [], error: e?.code ?? String(e), ms: Date.now() - started };
   } finally {
     clearTimeout(timer);
   }

@@ -557,3 +557,58 @@ fn end_to_end_with_sniffed_bytes() {
     assert!(run(Net::Public, "93.184.216.34:443", no_sni).allowed());
     assert!(!run(Net::OpenvibeOnly, "198.18.0.1:443", no_sni).allowed());
 }
+
+#[test]
+fn every_refusal_has_a_stable_machine_code() {
+    let v4 = ip("10.0.0.1");
+    let reason = address_allowed(&EgressPolicy::shipped(), v4, &[]).unwrap_err();
+    let cases = [
+        (Refusal::NetDenied, "net_denied"),
+        (Refusal::Port(22), "port"),
+        (
+            Refusal::UnknownSynthetic(ip("198.18.0.9")),
+            "unknown_address",
+        ),
+        (Refusal::Name("evil.com".into()), "name_refused"),
+        (Refusal::IpLiteral(v4), "ip_literal"),
+        (
+            Refusal::NoSniffedName {
+                expected: "a.b".into(),
+            },
+            "host_mismatch",
+        ),
+        (
+            Refusal::NameMismatch {
+                expected: "a.b".into(),
+                sniffed: "c.d".into(),
+            },
+            "host_mismatch",
+        ),
+        (Refusal::NoAddress("a.b".into()), "no_address"),
+        (Refusal::Address { ip: v4, reason }, "address_refused"),
+    ];
+    for (refusal, code) in cases {
+        assert_eq!(refusal.code().as_str(), code, "{refusal}");
+        assert_eq!(refusal.code().status(), 403);
+    }
+    assert_eq!(RefusalCode::UpstreamUnreachable.status(), 502);
+    let all = [
+        RefusalCode::NetDenied,
+        RefusalCode::Port,
+        RefusalCode::NameRefused,
+        RefusalCode::UnknownAddress,
+        RefusalCode::IpLiteral,
+        RefusalCode::HostMismatch,
+        RefusalCode::NoAddress,
+        RefusalCode::AddressRefused,
+        RefusalCode::BadRequest,
+        RefusalCode::ConnectionCap,
+        RefusalCode::Budget,
+        RefusalCode::UpstreamUnreachable,
+    ];
+    let names: std::collections::HashSet<&str> = all.iter().map(|c| c.as_str()).collect();
+    assert_eq!(names.len(), all.len(), "codes are distinct");
+    assert!(names
+        .iter()
+        .all(|n| n.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')));
+}

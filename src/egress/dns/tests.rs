@@ -1,6 +1,11 @@
 use super::*;
 use hickory_proto::op::Query;
 
+/// Every allowed name resolves upstream (the runner's lookup) to one public address.
+fn resolved(_: &str) -> Option<Resolution> {
+    Some(Resolution::Addresses(vec![IpAddr::from([192, 0, 2, 10])]))
+}
+
 fn policy() -> EgressPolicy {
     EgressPolicy::shipped()
 }
@@ -63,6 +68,7 @@ fn an_allowed_name_gets_a_synthetic_address_that_maps_back() {
         Net::OpenvibeOnly,
         &t,
         &query("openvibe.services.", RecordType::A),
+        &resolved,
     );
     assert_eq!(
         reply.event,
@@ -109,6 +115,7 @@ fn the_same_name_keeps_its_address_and_others_get_the_next() {
             Net::OpenvibeOnly,
             &t,
             &query(name, RecordType::A),
+            &resolved,
         )))
     };
     let first = ask("api.openvibe.services");
@@ -134,6 +141,7 @@ fn dns_0x20_case_is_echoed() {
         Net::OpenvibeOnly,
         &t,
         &query("oPeNvIbE.SeRvIcEs.", RecordType::A),
+        &resolved,
     ));
     assert_eq!(m.queries[0].name().to_ascii(), "oPeNvIbE.SeRvIcEs.");
     assert_eq!(m.answers[0].name.to_ascii(), "oPeNvIbE.SeRvIcEs.");
@@ -161,6 +169,7 @@ fn aaaa_and_other_types_of_an_allowed_name_get_no_data() {
             Net::OpenvibeOnly,
             &t,
             &query("openvibe.services", qtype),
+            &resolved,
         );
         assert_eq!(
             reply.event,
@@ -198,7 +207,7 @@ fn every_other_name_is_nxdomain_and_takes_no_slot() {
         ".",
     ] {
         for qtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
-            let reply = respond(&p, Net::OpenvibeOnly, &t, &query(name, qtype));
+            let reply = respond(&p, Net::OpenvibeOnly, &t, &query(name, qtype), &resolved);
             assert!(
                 matches!(reply.event, DnsEvent::Refused { .. }),
                 "{name} {qtype}: {:?}",
@@ -211,7 +220,13 @@ fn every_other_name_is_nxdomain_and_takes_no_slot() {
         }
     }
     assert_eq!(t.len(), 0);
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &query("Evil.COM", RecordType::A));
+    let reply = respond(
+        &p,
+        Net::OpenvibeOnly,
+        &t,
+        &query("Evil.COM", RecordType::A),
+        &resolved,
+    );
     assert_eq!(
         reply.event,
         DnsEvent::Refused {
@@ -225,7 +240,7 @@ fn public_answers_any_public_name_and_deny_answers_none() {
     let p = policy();
     let t = table();
     for name in ["example.com", "openvibe.services", "127.0.0.1.nip.io"] {
-        let reply = respond(&p, Net::Public, &t, &query(name, RecordType::A));
+        let reply = respond(&p, Net::Public, &t, &query(name, RecordType::A), &resolved);
         assert!(matches!(reply.event, DnsEvent::Answered { .. }), "{name}");
         // The tool only ever learns a synthetic address, never a real one.
         for a in a_addrs(&answer(&reply)) {
@@ -239,12 +254,12 @@ fn public_answers_any_public_name_and_deny_answers_none() {
         "wpad",
         "127.0.0.1",
     ] {
-        let reply = respond(&p, Net::Public, &t, &query(name, RecordType::A));
+        let reply = respond(&p, Net::Public, &t, &query(name, RecordType::A), &resolved);
         assert!(matches!(reply.event, DnsEvent::Refused { .. }), "{name}");
     }
     let t = table();
     for name in ["openvibe.services", "example.com"] {
-        let reply = respond(&p, Net::Deny, &t, &query(name, RecordType::A));
+        let reply = respond(&p, Net::Deny, &t, &query(name, RecordType::A), &resolved);
         assert_eq!(
             answer(&reply).metadata.response_code,
             ResponseCode::NXDomain
@@ -258,7 +273,13 @@ fn a_full_table_answers_refused_but_keeps_the_names_it_has() {
     let p = policy();
     let t = NameTable::new(2);
     for name in ["a.openvibe.services", "b.openvibe.services"] {
-        let reply = respond(&p, Net::OpenvibeOnly, &t, &query(name, RecordType::A));
+        let reply = respond(
+            &p,
+            Net::OpenvibeOnly,
+            &t,
+            &query(name, RecordType::A),
+            &resolved,
+        );
         assert!(matches!(reply.event, DnsEvent::Answered { .. }));
     }
     let reply = respond(
@@ -266,6 +287,7 @@ fn a_full_table_answers_refused_but_keeps_the_names_it_has() {
         Net::OpenvibeOnly,
         &t,
         &query("c.openvibe.services", RecordType::A),
+        &resolved,
     );
     assert_eq!(
         reply.event,
@@ -281,6 +303,7 @@ fn a_full_table_answers_refused_but_keeps_the_names_it_has() {
         Net::OpenvibeOnly,
         &t,
         &query("a.openvibe.services", RecordType::A),
+        &resolved,
     );
     assert_eq!(a_addrs(&answer(&reply)), vec![Ipv4Addr::new(198, 18, 0, 1)]);
     assert_eq!(t.len(), 2);
@@ -295,6 +318,7 @@ fn the_default_table_holds_256_names() {
             Net::Public,
             &t,
             &query(&format!("n{i}.example.com"), RecordType::A),
+            &resolved,
         );
         let DnsEvent::Answered { addr, .. } = reply.event else {
             panic!("{i}: {:?}", reply.event)
@@ -306,6 +330,7 @@ fn the_default_table_holds_256_names() {
         Net::Public,
         &t,
         &query("n256.example.com", RecordType::A),
+        &resolved,
     );
     assert!(matches!(reply.event, DnsEvent::TableFull { .. }));
     assert_eq!(
@@ -351,7 +376,7 @@ fn a_label_holding_a_dot_or_odd_bytes_is_no_name() {
         vec![&b"api%2e"[..], b"openvibe", b"services"],
     ] {
         let packet = raw_query([1, 0, 0, 0], &wire_name(&labels));
-        let reply = respond(&p, Net::OpenvibeOnly, &t, &packet);
+        let reply = respond(&p, Net::OpenvibeOnly, &t, &packet, &resolved);
         assert!(
             matches!(reply.event, DnsEvent::Refused { .. }),
             "{labels:?}: {:?}",
@@ -365,7 +390,7 @@ fn a_label_holding_a_dot_or_odd_bytes_is_no_name() {
     // The event shows odd bytes escaped.
     let packet = raw_query([1, 0, 0, 0], &wire_name(&[b"a.b\0", b"com"]));
     assert_eq!(
-        respond(&p, Net::Public, &t, &packet).event,
+        respond(&p, Net::Public, &t, &packet, &resolved).event,
         DnsEvent::Refused {
             name: "a\\046b\\000.com".into()
         }
@@ -380,14 +405,20 @@ fn edns_is_answered_with_edns_and_unknown_versions_get_badvers() {
     let mut edns = Edns::new();
     edns.set_max_payload(4096);
     m.set_edns(edns.clone());
-    let reply = answer(&respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap()));
+    let reply = answer(&respond(
+        &p,
+        Net::OpenvibeOnly,
+        &t,
+        &m.to_vec().unwrap(),
+        &resolved,
+    ));
     assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
     assert_eq!(reply.edns.as_ref().unwrap().max_payload(), EDNS_PAYLOAD);
     assert_eq!(a_addrs(&reply).len(), 1);
 
     edns.set_version(1);
     m.set_edns(edns);
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
     assert_eq!(reply.event, DnsEvent::Malformed);
     let reply = answer(&reply);
     // 16 is both BADVERS and BADSIG (RFC 6891 / 2845); the decoder names it BADSIG.
@@ -401,14 +432,14 @@ fn other_classes_and_opcodes_are_not_served() {
     let (p, t) = (policy(), table());
     let mut m = query_msg("openvibe.services", RecordType::A);
     m.queries[0].set_query_class(DNSClass::CH);
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
     assert_eq!(reply.event, DnsEvent::Unsupported);
     assert_eq!(answer(&reply).metadata.response_code, ResponseCode::Refused);
 
     for op in [OpCode::Status, OpCode::Notify, OpCode::Update] {
         let mut m = query_msg("openvibe.services", RecordType::A);
         m.metadata.op_code = op;
-        let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+        let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
         assert_eq!(reply.event, DnsEvent::Unsupported, "{op:?}");
         let a = answer(&reply);
         assert_eq!(a.metadata.response_code, ResponseCode::NotImp);
@@ -422,7 +453,7 @@ fn responses_and_short_packets_are_dropped() {
     let (p, t) = (policy(), table());
     let mut m = query_msg("openvibe.services", RecordType::A);
     m.metadata.message_type = MessageType::Response;
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
     assert_eq!(
         reply,
         DnsReply {
@@ -436,6 +467,7 @@ fn responses_and_short_packets_are_dropped() {
             Net::OpenvibeOnly,
             &t,
             &query("openvibe.services", RecordType::A)[..len],
+            &resolved,
         );
         assert_eq!(reply.packet, None, "{len}");
     }
@@ -453,7 +485,13 @@ fn the_wrong_shape_is_formerr() {
         [1, 0, 0, 2],
         [65535, 65535, 65535, 65535],
     ] {
-        let reply = respond(&p, Net::OpenvibeOnly, &t, &raw_query(counts, &name));
+        let reply = respond(
+            &p,
+            Net::OpenvibeOnly,
+            &t,
+            &raw_query(counts, &name),
+            &resolved,
+        );
         assert_eq!(reply.event, DnsEvent::Malformed, "{counts:?}");
         let m = answer(&reply);
         assert_eq!(
@@ -469,7 +507,7 @@ fn the_wrong_shape_is_formerr() {
         Name::from_ascii("evil.com").unwrap(),
         RecordType::A,
     ));
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
     assert_eq!(reply.event, DnsEvent::Malformed);
     assert!(t.is_empty());
 }
@@ -490,7 +528,7 @@ fn compression_loops_and_bad_pointers_are_formerr() {
     ];
     for qname in qnames {
         let packet = raw_query([1, 0, 0, 0], &qname);
-        let reply = respond(&p, Net::OpenvibeOnly, &t, &packet);
+        let reply = respond(&p, Net::OpenvibeOnly, &t, &packet, &resolved);
         assert_eq!(reply.event, DnsEvent::Malformed, "{qname:?}");
         assert_eq!(answer(&reply).metadata.response_code, ResponseCode::FormErr);
     }
@@ -501,6 +539,7 @@ fn compression_loops_and_bad_pointers_are_formerr() {
         Net::Public,
         &t,
         &raw_query([1, 0, 0, 0], &wire_name(&long)),
+        &resolved,
     );
     assert_eq!(reply.event, DnsEvent::Malformed);
     assert!(t.is_empty());
@@ -511,7 +550,7 @@ fn answers_fit_in_512_bytes_even_for_the_longest_name() {
     let (p, t) = (policy(), table());
     let label63 = "a".repeat(63);
     let name = format!("{label63}.{label63}.{label63}.{}.", "b".repeat(61));
-    let reply = respond(&p, Net::Public, &t, &query(&name, RecordType::A));
+    let reply = respond(&p, Net::Public, &t, &query(&name, RecordType::A), &resolved);
     assert!(matches!(reply.event, DnsEvent::Answered { .. }));
     assert!(
         reply.packet.as_ref().unwrap().len() <= 512,
@@ -523,7 +562,7 @@ fn answers_fit_in_512_bytes_even_for_the_longest_name() {
     let evil =
         Name::from_ascii(format!("{label63}.{label63}.{label63}.{}.", "c".repeat(61))).unwrap();
     m.queries[0].set_name(evil);
-    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap());
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &m.to_vec().unwrap(), &resolved);
     let DnsEvent::Refused { name } = reply.event else {
         panic!()
     };
@@ -547,7 +586,7 @@ impl Rng {
 /// Whatever the input, the responder returns; when it answers, the answer decodes, echoes the
 /// id, and gives out only synthetic addresses for allowed names.
 fn check_any(p: &EgressPolicy, net: Net, t: &NameTable, packet: &[u8]) {
-    let reply = respond(p, net, t, packet);
+    let reply = respond(p, net, t, packet, &resolved);
     if let Some(bytes) = &reply.packet {
         let m = Message::from_vec(bytes).expect("our own answers decode");
         assert_eq!(m.metadata.id, u16::from_be_bytes([packet[0], packet[1]]));
@@ -646,7 +685,7 @@ fn tcp_framing() {
     assert_eq!(tcp_encode(&[7]).unwrap(), vec![0, 1, 7]);
     // End to end: a framed query gets a framed answer.
     let (p, t) = (policy(), table());
-    let reply = respond(&p, Net::OpenvibeOnly, &t, message);
+    let reply = respond(&p, Net::OpenvibeOnly, &t, message, &resolved);
     let framed = tcp_encode(reply.packet.as_ref().unwrap()).unwrap();
     let TcpFrame::Message { message, .. } = tcp_frame(&framed) else {
         panic!()
@@ -695,4 +734,95 @@ fn the_pool_is_the_one_the_policy_denies() {
     ] {
         assert!(crate::egress::policy::address_allowed(&p, IpAddr::V4(a), &[]).is_err());
     }
+}
+
+#[test]
+fn an_allowed_name_is_answered_as_the_upstream_found_it() {
+    let p = policy();
+    let rcode = |reply: &DnsReply| answer(reply).metadata.response_code;
+    for (found, code, qtypes) in [
+        (Resolution::NxDomain, ResponseCode::NXDomain, "nx"),
+        (Resolution::Failed, ResponseCode::ServFail, "fail"),
+        (Resolution::Limit, ResponseCode::Refused, "limit"),
+        (Resolution::NoRecords, ResponseCode::NoError, "nodata"),
+    ] {
+        for qtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
+            let t = table();
+            let known = |_: &str| Some(found.clone());
+            let reply = respond(
+                &p,
+                Net::Public,
+                &t,
+                &query("Typo.Example.ORG", qtype),
+                &known,
+            );
+            assert_eq!(rcode(&reply), code, "{qtypes} {qtype:?}");
+            assert!(answer(&reply).answers.is_empty(), "{qtypes} {qtype:?}");
+            let name = "typo.example.org".to_string();
+            let expected = match found {
+                Resolution::NxDomain => DnsEvent::NxDomain { name },
+                Resolution::Failed => DnsEvent::ServFail { name },
+                Resolution::Limit => DnsEvent::TableFull { name },
+                _ => DnsEvent::NoData {
+                    name,
+                    qtype: u16::from(qtype),
+                },
+            };
+            assert_eq!(reply.event, expected);
+            assert!(t.is_empty(), "no synthetic address for {qtypes}");
+        }
+    }
+}
+
+#[test]
+fn an_allowed_name_not_resolved_yet_asks_for_a_lookup_and_nothing_else() {
+    let p = policy();
+    let t = table();
+    let reply = respond(
+        &p,
+        Net::OpenvibeOnly,
+        &t,
+        &query("API.openvibe.services.", RecordType::A),
+        &|_| None,
+    );
+    assert_eq!(
+        reply,
+        DnsReply {
+            packet: None,
+            event: DnsEvent::Lookup {
+                name: "api.openvibe.services".into()
+            }
+        }
+    );
+    assert!(t.is_empty());
+}
+
+#[test]
+fn a_name_the_job_may_not_reach_is_never_resolved() {
+    let p = policy();
+    let t = table();
+    let asked = std::cell::RefCell::new(Vec::new());
+    let known = |name: &str| {
+        asked.borrow_mut().push(name.to_string());
+        None
+    };
+    for (net, name) in [
+        (Net::OpenvibeOnly, "pub.example.org"),
+        (Net::OpenvibeOnly, "evilopenvibe.services"),
+        (Net::Public, "metadata.google.internal"),
+        (Net::Public, "router.lan"),
+        (Net::Public, "single"),
+        (Net::Deny, "api.openvibe.services"),
+    ] {
+        for qtype in [RecordType::A, RecordType::AAAA, RecordType::TXT] {
+            let reply = respond(&p, net, &t, &query(name, qtype), &known);
+            assert_eq!(
+                answer(&reply).metadata.response_code,
+                ResponseCode::NXDomain,
+                "{net:?} {name}"
+            );
+            assert!(matches!(reply.event, DnsEvent::Refused { .. }));
+        }
+    }
+    assert!(asked.borrow().is_empty(), "{:?}", asked.borrow());
 }

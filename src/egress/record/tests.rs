@@ -17,6 +17,7 @@ fn rec(host: &str, port: u16, allowed: bool, bytes_out: u64, bytes_in: u64) -> E
         allowed,
         bytes_out,
         bytes_in,
+        dns: None,
     }
 }
 
@@ -209,5 +210,52 @@ fn the_default_budgets_match_the_shipped_policy() {
     assert_eq!(
         crate::egress::policy::EgressPolicy::shipped().budgets,
         Budgets::default()
+    );
+}
+
+#[test]
+fn a_name_is_recorded_once_with_the_outcome_of_its_first_lookup() {
+    let r = Recorder::new(Budgets {
+        max_records: 10,
+        ..budgets()
+    });
+    r.looked_up("nothing.example.org", true, LookupOutcome::Nxdomain);
+    r.looked_up("evil.com", false, LookupOutcome::Refused);
+    r.looked_up("nothing.example.org", true, LookupOutcome::Nxdomain);
+    r.looked_up("evil.com", false, LookupOutcome::Refused);
+    let flow = r.open("api.example.org", 80).unwrap();
+    drop(flow);
+    r.looked_up("api.example.org", true, LookupOutcome::Answered);
+    let lookup = |host: &str, allowed, dns| EgressRecord {
+        dns: Some(dns),
+        ..rec(host, 53, allowed, 0, 0)
+    };
+    assert_eq!(
+        r.records(),
+        vec![
+            lookup("nothing.example.org", true, LookupOutcome::Nxdomain),
+            lookup("evil.com", false, LookupOutcome::Refused),
+            rec("api.example.org", 80, true, 0, 0),
+            lookup("api.example.org", true, LookupOutcome::Answered),
+        ]
+    );
+}
+
+#[test]
+fn a_grant_not_used_is_given_back() {
+    let r = Recorder::new(budgets());
+    let flow = r.open("openvibe.services", 80).unwrap();
+    assert_eq!(flow.grant_out(60), Ok(60));
+    flow.give_back_out(50);
+    flow.give_back_out(0);
+    assert_eq!(r.totals(), (10, 0));
+    assert_eq!(
+        flow.grant_out(100),
+        Ok(90),
+        "what was given back is free again"
+    );
+    assert_eq!(
+        r.records(),
+        vec![rec("openvibe.services", 80, true, 100, 0)]
     );
 }

@@ -691,25 +691,118 @@ fn other_ports_are_refused() {
 
 #[test]
 fn refusal_replies() {
-    assert_eq!(refusal_reply(443, "x"), vec![0x15, 3, 3, 0, 2, 2, 49]);
+    assert_eq!(
+        refusal_reply(443, RefusalCode::NameRefused, "x"),
+        vec![0x15, 3, 3, 0, 2, 2, 49]
+    );
     let reply = String::from_utf8(refusal_reply(
         80,
-        "evil.com is not allowed\r\nSet-Cookie: x",
+        RefusalCode::AddressRefused,
+        "evil.com is not allowed\r\nSet-Cookie: x\"}",
     ))
     .unwrap();
     let (head, body) = reply.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 403 Forbidden\r\n"));
     assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    assert!(head.contains("\r\nX-Skill-Runner-Refused: address_refused\r\n"));
     assert!(!head.contains("Set-Cookie"));
-    assert!(body.contains("evil.com is not allowed??Set-Cookie: x"));
+    let json: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(json["error"]["code"], "address_refused");
+    assert_eq!(
+        json["error"]["message"],
+        "openvibe-skill-runner refused this connection: evil.com is not allowed??Set-Cookie: x\"}"
+    );
     // It parses as a response.
     let mut headers = [httparse::EMPTY_HEADER; 8];
     let mut resp = httparse::Response::new(&mut headers);
     assert!(resp.parse(reply.as_bytes()).unwrap().is_complete());
     assert_eq!(resp.code, Some(403));
-    assert!(refusal_reply(22, "x").is_empty());
-    let long = refusal_reply(80, &"é".repeat(1000));
-    assert!(long.len() < 400);
+    let bad_gateway = refusal_reply(80, RefusalCode::UpstreamUnreachable, "gone");
+    assert!(bad_gateway.starts_with(b"HTTP/1.1 502 Bad Gateway\r\n"));
+    assert!(refusal_reply(22, RefusalCode::Port, "x").is_empty());
+    let long = refusal_reply(80, RefusalCode::BadRequest, &"é".repeat(1000));
+    assert!(long.len() < 500);
+}
+
+#[test]
+fn ambiguous_body_lengths_are_refused() {
+    let ambiguous = |h: &str| matches!(http(h), Sniff::Refused(SniffError::AmbiguousLength(_)));
+    for head in [
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: xchunked\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+    ] {
+        assert!(ambiguous(head), "{head:?}");
+    }
+    for head in [
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nContent-Length: 5\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: openvibe.services\r\nTransfer-Encoding: Chunked \r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: openvibe.services\r\n\r\n",
+    ] {
+        assert_eq!(http(head), name("openvibe.services"), "{head:?}");
+    }
+    // obs-fold and a space before the colon are no headers at all.
+    for head in [
+        "GET / HTTP/1.1\r\nHost: openvibe.services\r\nX-A: 1\r\n Host: evil.com\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost : evil.com\r\n\r\n",
+    ] {
+        assert!(
+            matches!(http(head), Sniff::Refused(SniffError::NotHttp(_))),
+            "{head:?}"
+        );
+    }
+}
+
+#[test]
+fn a_request_hyper_parsed_is_judged_by_the_same_rules() {
+    let judge = |method: &str, target: &str, hosts: &[&str]| {
+        let mut headers = http::HeaderMap::new();
+        for h in hosts {
+            headers.append(http::header::HOST, h.parse().unwrap());
+        }
+        request_host(&method.parse().unwrap(), &target.parse().unwrap(), &headers)
+    };
+    assert_eq!(
+        judge("GET", "/x?y", &["API.openvibe.services:80"]),
+        Ok(Some("api.openvibe.services".into()))
+    );
+    assert_eq!(judge("GET", "/", &[]), Ok(None));
+    assert_eq!(
+        judge("GET", "http://lan.example/x", &["openvibe.services"]),
+        Err(SniffError::TargetHostMismatch {
+            target: "lan.example".into(),
+            host: "openvibe.services".into()
+        })
+    );
+    assert_eq!(
+        judge("GET", "http://openvibe.services/x", &[]),
+        Ok(Some("openvibe.services".into()))
+    );
+    assert_eq!(
+        judge("GET", "/", &["openvibe.services", "evil.com"]),
+        Err(SniffError::DuplicateHost)
+    );
+    assert_eq!(
+        judge("CONNECT", "openvibe.services:443", &["openvibe.services"]),
+        Err(SniffError::Connect)
+    );
+    assert_eq!(
+        judge("GET", "/", &["user@evil.com"]),
+        Err(SniffError::BadHost)
+    );
+    assert_eq!(
+        judge("GET", "/", &["0x7f000001"]),
+        Ok(Some("127.0.0.1".into()))
+    );
+    assert_eq!(
+        judge("OPTIONS", "*", &["openvibe.services"]),
+        Ok(Some("openvibe.services".into()))
+    );
 }
 
 #[test]
