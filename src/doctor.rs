@@ -1,7 +1,7 @@
 //! `doctor`: what the host gives each layer, and whether the runner can run jobs here.
 
-use crate::config::Config;
 use crate::assets;
+use crate::config::Config;
 use crate::engine::Engine;
 use crate::job::Net;
 use crate::runtime;

@@ -135,23 +135,16 @@ impl Engine {
         let policy_file = assets::seccomp_policy(&config).map_err(layer)?;
         // Parsed and checked now, so a broken policy stops the start; compiled per net mode
         // when a job first needs it (Filters).
-        let policy = policy_file
-            .text()
-            .map_err(layer)
-            .and_then(|text| {
-                seccomp::parse_policy(text).map_err(|e| {
-                    layer(format!("seccomp policy ({}): {e}", policy_file.source))
-                })
-            })?;
+        let policy = policy_file.text().map_err(layer).and_then(|text| {
+            seccomp::parse_policy(text)
+                .map_err(|e| layer(format!("seccomp policy ({}): {e}", policy_file.source)))
+        })?;
         let filters = Filters::new(policy, policy_file.source.to_string());
         let egress_file = assets::egress_policy(&config).map_err(layer)?;
-        let egress_policy = egress_file
-            .text()
-            .map_err(layer)
-            .and_then(|text| {
-                EgressPolicy::from_toml_str(text)
-                    .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
-            })?;
+        let egress_policy = egress_file.text().map_err(layer).and_then(|text| {
+            EgressPolicy::from_toml_str(text)
+                .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
+        })?;
         for server in &config.runner.dns_servers {
             crate::egress::proxy::parse_dns_server(server).map_err(layer)?;
         }

@@ -79,10 +79,8 @@ fn own_v2_cgroup() -> Option<String> {
 }
 
 fn xattr_is_one(dir: &Path, name: &str) -> bool {
-    let (Ok(path), Ok(name)) = (
-        CString::new(dir.as_os_str().as_bytes()),
-        CString::new(name),
-    ) else {
+    let (Ok(path), Ok(name)) = (CString::new(dir.as_os_str().as_bytes()), CString::new(name))
+    else {
         return false;
     };
     let mut value = [0u8; 8];

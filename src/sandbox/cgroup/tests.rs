@@ -313,7 +313,10 @@ impl FakeSystemd {
     }
 
     fn delegate(&self, dir: &Path) {
-        self.delegated.lock().expect("lock").insert(dir.to_path_buf());
+        self.delegated
+            .lock()
+            .expect("lock")
+            .insert(dir.to_path_buf());
     }
 
     fn scopes(&self) -> Vec<String> {
@@ -1011,8 +1014,7 @@ fn v2_login_session_under_systemd_asks_for_a_delegated_scope() {
 
 #[test]
 fn v2_service_with_delegate_under_systemd_needs_no_dbus() {
-    let fake =
-        FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
+    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
     let service = fake.cg("system.slice/ov.service");
     fake.systemd().delegate(&service);
     let host = fake.detect(None).expect("detect");
@@ -1027,8 +1029,7 @@ fn v2_service_with_delegate_under_systemd_needs_no_dbus() {
 fn v2_service_without_delegate_under_systemd_gets_a_scope() {
     // memory and pids offered (accounting on), but systemd did not delegate the cgroup:
     // writing below it would fight systemd.
-    let fake =
-        FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
+    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n")).with_systemd();
     let host = fake.detect(None).expect("detect");
     assert_eq!(fake.systemd().scopes().len(), 1);
     assert!(described(&host, "placement").starts_with("systemd transient scope"));

@@ -111,16 +111,14 @@ fn choose(
                 .ok_or_else(|| invisible(&scope, mount))?;
             // The scope holds only the runner, and systemd delegated it: every check of a
             // delegated cgroup applies, and a failure is reported as such.
-            delegation_problem(view, &scope_dir, false).map_err(|why| {
-                CgroupError::Placement {
-                    detail: format!(
-                        "systemd started the transient scope {unit} for the runner, but {why}"
-                    ),
-                    fix: "check that systemd delegates memory and pids (systemd 244 or \
+            delegation_problem(view, &scope_dir, false).map_err(|why| CgroupError::Placement {
+                detail: format!(
+                    "systemd started the transient scope {unit} for the runner, but {why}"
+                ),
+                fix: "check that systemd delegates memory and pids (systemd 244 or \
                           later; no DisableControllers= on its slice) with `systemctl show \
                           -p Delegate,DelegateControllers` on the scope"
-                        .to_owned(),
-                }
+                    .to_owned(),
             })?;
             let (jobs, _) = place_in_delegated(view, &scope_dir, false, kernel)?;
             Ok((
