@@ -41,7 +41,8 @@
 //!      `supervisor-<pid>` (a runner in the root cgroup stays there), jobs in `jobs/`. The
 //!      root must enable memory and pids for its children; with no systemd to do it, the
 //!      runner adds them (never removes). Empty leaves of runners gone are removed.
-//!   Every failure says which step failed and what to change (`CgroupError::fix`).
+//!
+//! Every failure says which step failed and what to change (`CgroupError::fix`).
 //!
 //! Detection creates the parent (it is where the runner claims its cgroups); it is left in
 //! place on exit. Job cgroups are created with their limits written before any process joins.

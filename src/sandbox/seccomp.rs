@@ -279,7 +279,7 @@ pub fn program_to_bytes(program: &[Instruction]) -> Vec<u8> {
 /// a length that is not a whole number of instructions, no instruction, or more than
 /// [`MAX_PROGRAM_LEN`].
 pub fn program_from_bytes(bytes: &[u8]) -> Result<Vec<Instruction>, String> {
-    if bytes.len() % INSTRUCTION_BYTES != 0 {
+    if !bytes.len().is_multiple_of(INSTRUCTION_BYTES) {
         return Err(format!(
             "{} bytes is not a whole number of {INSTRUCTION_BYTES}-byte instructions",
             bytes.len()

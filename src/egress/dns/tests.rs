@@ -609,7 +609,7 @@ fn random_packets_never_panic() {
         let len = (rng.next() % 80) as usize;
         let mut packet = rng.bytes(len);
         // Half of them get a plausible header, so the decoder is exercised past it.
-        if len >= 12 && rng.next() % 2 == 0 {
+        if len >= 12 && rng.next().is_multiple_of(2) {
             packet[2] &= 0x07; // QR=0, opcode 0
             packet[4..12].copy_from_slice(&[0, 1, 0, 0, 0, 0, 0, (rng.next() % 2) as u8]);
         }

@@ -96,9 +96,9 @@ fn load(c: &Call, offset: u32) -> u32 {
     match offset {
         0 => c.nr as u32,
         4 => c.arch,
-        16..=63 if offset % 4 == 0 => {
+        16..=63 if offset.is_multiple_of(4) => {
             let arg = c.args[((offset - 16) / 8) as usize];
-            if (offset - 16) % 8 == 0 {
+            if (offset - 16).is_multiple_of(8) {
                 arg as u32
             } else {
                 (arg >> 32) as u32
