@@ -89,6 +89,9 @@ pub fn serve_cli(args: ServeArgs) -> ExitCode {
         .config
         .clone()
         .unwrap_or_else(|| PathBuf::from(DEFAULT_CONFIG_PATH));
+    // Taken before the file is read: a change made between the two (a `skills on` right
+    // after a restart) then differs from it and is picked up by the reload loop.
+    let loaded = file_stamp(&config_path);
     let mut config = match load_config(&config_path) {
         Ok(c) => c,
         Err(e) => {
@@ -109,7 +112,7 @@ pub fn serve_cli(args: ServeArgs) -> ExitCode {
             return ExitCode::from(70);
         }
     };
-    let r = rt.block_on(serve(config_path, args, config));
+    let r = rt.block_on(serve(config_path, loaded, args, config));
     rt.shutdown_timeout(Duration::from_millis(500));
     match r {
         Ok(()) => ExitCode::SUCCESS,
@@ -139,7 +142,12 @@ fn signals() -> Result<Signals, String> {
     })
 }
 
-async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<(), String> {
+async fn serve(
+    config_path: PathBuf,
+    loaded: Option<Stamp>,
+    args: ServeArgs,
+    config: Config,
+) -> Result<(), String> {
     let Signals {
         mut term,
         mut int,
@@ -219,6 +227,7 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
     ));
     let reload = tokio::spawn(reload_loop(
         hup,
+        loaded,
         config_path.clone(),
         args.clone(),
         config.clone(),
@@ -275,7 +284,10 @@ async fn serve(config_path: PathBuf, args: ServeArgs, config: Config) -> Result<
 }
 
 /// What identifies one version of the configuration file.
-fn file_stamp(path: &Path) -> Option<(std::time::SystemTime, u64, u64)> {
+/// When a file changed, its length and inode: what tells a rewrite of the configuration.
+type Stamp = (std::time::SystemTime, u64, u64);
+
+fn file_stamp(path: &Path) -> Option<Stamp> {
     use std::os::unix::fs::MetadataExt;
     let m = std::fs::metadata(path).ok()?;
     Some((m.modified().ok()?, m.len(), m.ino()))
@@ -284,12 +296,14 @@ fn file_stamp(path: &Path) -> Option<(std::time::SystemTime, u64, u64)> {
 /// Re-reads the configuration on SIGHUP and when the file changes (polled every second).
 async fn reload_loop(
     mut hup: tokio::signal::unix::Signal,
+    loaded: Option<Stamp>,
     path: PathBuf,
     args: ServeArgs,
     started: Config,
     jobs: Arc<Jobs>,
 ) {
-    let mut stamp = file_stamp(&path);
+    // What the running configuration was read from, not what the file is now.
+    let mut stamp = loaded;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let forced = tokio::select! {
