@@ -34,6 +34,8 @@ pub(crate) struct HostSystemd;
 const PRIVATE_SOCKET: &str = "/run/systemd/private";
 /// How long systemd may take to start the scope and move the runner into it.
 const MOVE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long connecting to systemd and its answer may take.
+const DBUS_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn dbus_error(detail: String) -> CgroupError {
     CgroupError::Placement {
@@ -106,6 +108,27 @@ impl Systemd for HostSystemd {
     }
 
     fn start_scope(&self, pid: i32) -> Result<(String, String), CgroupError> {
+        // D-Bus calls have no deadline of their own: a systemd that does not answer must
+        // fail placement (and so every job), never hang the runner.
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("systemd-scope".into())
+            .spawn(move || {
+                let _ = tx.send(start_scope_now(pid));
+            })
+            .map_err(|e| dbus_error(format!("cannot start a thread to ask systemd: {e}")))?;
+        rx.recv_timeout(DBUS_TIMEOUT + MOVE_TIMEOUT)
+            .unwrap_or_else(|_| {
+                Err(dbus_error(format!(
+                    "systemd did not answer the request for a transient scope within {} s",
+                    (DBUS_TIMEOUT + MOVE_TIMEOUT).as_secs()
+                )))
+            })
+    }
+}
+
+fn start_scope_now(pid: i32) -> Result<(String, String), CgroupError> {
+    {
         let pid_u32 = u32::try_from(pid).map_err(|_| dbus_error(format!("invalid pid {pid}")))?;
         let conn = connect()?;
         let mut last_error = String::new();
