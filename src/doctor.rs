@@ -266,11 +266,18 @@ fn egress_check(config: &Config) -> Check {
 pub fn run(config: Config, json: bool) -> ExitCode {
     let list = checks(&config);
     let engine = Engine::start(config);
-    let can_run = engine.is_ok();
+    let failed = list.iter().filter(|c| !c.ok).count();
+    // A failed check fails doctor even when the engine then started (a placement that
+    // succeeded only at the second try is still a problem to look at).
+    let can_run = engine.is_ok() && failed == 0;
     if json {
         let v = serde_json::json!({
             "can_run_jobs": can_run,
-            "problem": engine.as_ref().err().map(|e| e.to_string()),
+            "problem": match &engine {
+                Err(e) => Some(e.to_string()),
+                Ok(_) if failed > 0 => Some(format!("{failed} check(s) failed")),
+                Ok(_) => None,
+            },
             "checks": list,
         });
         println!("{v}");
@@ -283,7 +290,10 @@ pub fn run(config: Config, json: bool) -> ExitCode {
             }
         }
         match &engine {
-            Ok(_) => println!("\nThis host can run jobs."),
+            Ok(_) if failed == 0 => println!("\nThis host can run jobs."),
+            Ok(_) => println!(
+                "\nThis host cannot be trusted to run jobs: {failed} check(s) above failed"
+            ),
             Err(e) => println!("\nThis host cannot run jobs: {e}"),
         }
     }

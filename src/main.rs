@@ -78,7 +78,13 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).as_deref() == Some(std::ffi::OsStr::new("sandbox-init")) {
         sandbox::init::main();
     }
-    let cli = Cli::parse();
+    let code = run(Cli::parse());
+    // After the command's jobs are gone: nothing of the runner's own stays in the cgroups.
+    sandbox::cgroup::leave_runner_leaf();
+    code
+}
+
+fn run(cli: Cli) -> ExitCode {
     let command = match cli.command {
         Command::Skills { action } => {
             return openvibe_skill_runner::daemon::skills::cli(cli.config.as_deref(), action)

@@ -70,7 +70,7 @@ use std::io::{self, Write as _};
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -380,6 +380,30 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// Freeze (or thaw) the job. True when the request was accepted (the caller must then
     /// thaw), false when this host cannot freeze.
     fn set_frozen(&self, kernel: &dyn Kernel, dirs: &[PathBuf], frozen: bool) -> bool;
+    /// The leaf the runner moved itself into at placement, if it did.
+    fn runner_leaf(&self) -> Option<v2::RunnerLeaf> {
+        None
+    }
+}
+
+/// The leaf this process moved itself into (v2 without systemd), left at exit by
+/// [`leave_runner_leaf`].
+static RUNNER_LEAF: Mutex<Option<v2::RunnerLeaf>> = Mutex::new(None);
+
+/// Called once at the end of every command that placed cgroups (`run`, `run-job`, `doctor`,
+/// `serve`), after its jobs are gone: a runner that moved itself into a `supervisor-<pid>`
+/// leaf goes back to the cgroup it came from and removes the leaf, so it leaves nothing
+/// behind. A runner killed before this leaves an empty leaf that the next start removes.
+pub fn leave_runner_leaf() {
+    let leaf = match RUNNER_LEAF.lock() {
+        Ok(mut guard) => guard.take(),
+        Err(poisoned) => poisoned.into_inner().take(),
+    };
+    if let Some(leaf) = leaf {
+        if let Err(err) = v2::leave(&HostKernel, &leaf, nix::unistd::getpid().as_raw()) {
+            tracing::warn!("{err}");
+        }
+    }
 }
 
 /// The host's cgroups as the runner uses them: detected once, cheap to clone.
@@ -398,7 +422,7 @@ impl CgroupHost {
         let pid = nix::unistd::getpid().as_raw();
         let host_systemd = systemd::HostSystemd;
         let fs_root = Path::new("/");
-        detect::detect_at(
+        let host = detect::detect_at(
             &detect::HostView {
                 mountinfo: &mountinfo,
                 self_cgroup: &self_cgroup,
@@ -408,7 +432,14 @@ impl CgroupHost {
                 systemd: systemd::booted(fs_root).then_some(&host_systemd as &dyn systemd::Systemd),
             },
             Arc::new(HostKernel),
-        )
+        )?;
+        if let Some(leaf) = host.backend.runner_leaf() {
+            match RUNNER_LEAF.lock() {
+                Ok(mut guard) => *guard = Some(leaf),
+                Err(poisoned) => *poisoned.into_inner() = Some(leaf),
+            }
+        }
+        Ok(host)
     }
 
     pub(crate) fn from_parts(backend: Arc<dyn Backend>, kernel: Arc<dyn Kernel>) -> CgroupHost {

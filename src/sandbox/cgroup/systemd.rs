@@ -26,12 +26,15 @@ pub(crate) fn booted(fs_root: &Path) -> bool {
     fs_root.join("run/systemd/system").is_dir()
 }
 
-/// The real systemd, reached over its private socket (root only, no bus daemon needed) or
-/// else the system bus.
+/// The real systemd, reached over the system bus. Not over its private socket
+/// (`/run/systemd/private`): there systemd names itself as the sender of its messages with a
+/// well-known name where the D-Bus specification wants a unique one, and zbus rejects such a
+/// message (its connection stops answering). The container runtimes' systemd drivers use the
+/// system bus too.
 #[derive(Debug)]
 pub(crate) struct HostSystemd;
 
-const PRIVATE_SOCKET: &str = "/run/systemd/private";
+const SYSTEM_BUS_SOCKET: &str = "/run/dbus/system_bus_socket";
 /// How long systemd may take to start the scope and move the runner into it.
 const MOVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long connecting to systemd and its answer may take.
@@ -40,34 +43,23 @@ const DBUS_TIMEOUT: Duration = Duration::from_secs(10);
 fn dbus_error(detail: String) -> CgroupError {
     CgroupError::Placement {
         detail,
-        fix: "run the runner as root so it can ask systemd for a cgroup of its own (it \
-              talks to systemd over /run/systemd/private or the system bus), or run it as \
-              a systemd service with Delegate=yes (packaging/openvibe-skill-runner.service), \
-              or configure runner.cgroup_parent"
+        fix: "run the runner as root with the system bus running (dbus or dbus-broker: it \
+              asks systemd over it for a cgroup of its own), or run it as a systemd service \
+              with Delegate=yes (packaging/openvibe-skill-runner.service), or configure \
+              runner.cgroup_parent"
             .to_owned(),
     }
 }
 
 fn connect() -> Result<zbus::blocking::Connection, CgroupError> {
-    let private = if Path::new(PRIVATE_SOCKET).exists() {
-        match zbus::blocking::connection::Builder::address(
-            format!("unix:path={PRIVATE_SOCKET}").as_str(),
-        )
-        .and_then(|builder| builder.p2p().build())
-        {
-            Ok(conn) => return Ok(conn),
-            Err(err) => Some(err),
-        }
-    } else {
-        None
-    };
     zbus::blocking::Connection::system().map_err(|err| {
-        let private = match private {
-            Some(e) => format!("{PRIVATE_SOCKET}: {e}"),
-            None => format!("{PRIVATE_SOCKET} does not exist"),
+        let socket = if Path::new(SYSTEM_BUS_SOCKET).exists() {
+            format!("{SYSTEM_BUS_SOCKET} exists")
+        } else {
+            format!("{SYSTEM_BUS_SOCKET} does not exist: is dbus running?")
         };
         dbus_error(format!(
-            "cannot reach systemd over D-Bus ({private}; the system bus: {err})"
+            "cannot reach systemd over the system bus ({socket}): {err}"
         ))
     })
 }

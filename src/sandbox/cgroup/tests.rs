@@ -197,7 +197,9 @@ impl Kernel for FakeKernel {
         match path.file_name().and_then(|n| n.to_str()) {
             Some("cgroup.procs") => {
                 let pid = value.trim();
+                // v2's no-internal-process rule, from which the root is exempt.
                 if self.is_v2(dir)
+                    && self.v2_mount.as_deref() != Some(dir)
                     && !fs::read_to_string(dir.join("cgroup.subtree_control"))?
                         .trim()
                         .is_empty()
@@ -947,6 +949,44 @@ fn v2_login_session_without_systemd_moves_only_the_runner_below_the_root() {
     );
     let job = host.create_job("j", &limits(16 * MIB, 4)).expect("job");
     assert_eq!(job.paths(), [parent.join("jobs/j")]);
+}
+
+#[test]
+fn v2_below_the_root_the_runner_goes_back_and_removes_its_leaf_at_exit() {
+    let fake = FakeHost::v2_session();
+    let host = fake.detect(None).expect("detect");
+    let session = fake.cg("user.slice/user-0.slice/session-1.scope");
+    let parent = fake.cg("openvibe-skill-runner");
+    let leaf = parent.join(format!("supervisor-{OWN_PID}"));
+    let recorded = host.backend.runner_leaf().expect("the runner moved itself");
+    assert_eq!(recorded.leaf, leaf);
+    assert_eq!(recorded.origin, session);
+    super::v2::leave(fake.kernel.as_ref(), &recorded, OWN_PID).expect("leave");
+    assert!(!leaf.exists(), "the runner's own leaf is removed");
+    assert_eq!(
+        read(&session.join("cgroup.procs"))
+            .split_whitespace()
+            .collect::<Vec<_>>(),
+        ["777", &OWN_PID.to_string()],
+        "the runner is back where it came from, beside the shell"
+    );
+    assert!(parent.join("jobs").exists(), "the shared jobs parent stays");
+    // The session gone meanwhile: the runner goes to the root cgroup instead.
+    let host = fake.detect(None).expect("detect again");
+    let recorded = host.backend.runner_leaf().expect("moved again");
+    fs::remove_dir_all(&session).expect("session ends");
+    super::v2::leave(fake.kernel.as_ref(), &recorded, OWN_PID).expect("leave");
+    assert!(!recorded.leaf.exists());
+    assert!(read(&fake.cg("").join("cgroup.procs"))
+        .split_whitespace()
+        .any(|p| p == OWN_PID.to_string()));
+}
+
+#[test]
+fn v2_delegated_and_configured_placements_record_no_leaf_to_leave() {
+    let fake = FakeHost::v2_delegated("cpu memory pids", &format!("{OWN_PID}\n"));
+    let host = fake.detect(None).expect("detect");
+    assert_eq!(host.backend.runner_leaf(), None);
 }
 
 #[test]

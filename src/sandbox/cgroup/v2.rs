@@ -21,6 +21,17 @@ pub(crate) struct V2 {
     /// How the parent was chosen, for `describe`.
     placement: String,
     cpu_enabled: bool,
+    /// Where the runner moved itself from, when it moved into a leaf of its own below the
+    /// root; it goes back there at exit (see [`leave`]).
+    runner_leaf: Option<RunnerLeaf>,
+}
+
+/// A `supervisor-<pid>` leaf the runner moved itself into, and the cgroup it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RunnerLeaf {
+    pub(crate) leaf: PathBuf,
+    pub(crate) origin: PathBuf,
+    pub(crate) mount_dir: PathBuf,
 }
 
 /// Find (and prepare) the parent of the job cgroups; see the module docs of `cgroup`.
@@ -31,6 +42,7 @@ pub(crate) fn place(
     kernel: &dyn Kernel,
 ) -> Result<V2, CgroupError> {
     let mount_dir = mount.dir(view.fs_root);
+    let mut runner_leaf = None;
     let (parent, placement) = if let Some(configured) = view.parent_override {
         let cgroup_path = override_cgroup_path(configured, &[mount])?;
         let dir = mount
@@ -47,7 +59,7 @@ pub(crate) fn place(
                     .to_owned(),
                 fix: "configure an explicit parent cgroup (runner.cgroup_parent)".to_owned(),
             })?;
-        choose(view, mount, own, kernel)?
+        choose(view, mount, own, kernel, &mut runner_leaf)?
     };
     let cpu_enabled = enable_controllers(kernel, &parent)?;
     Ok(V2 {
@@ -55,6 +67,7 @@ pub(crate) fn place(
         mount_dir,
         placement,
         cpu_enabled,
+        runner_leaf,
     })
 }
 
@@ -83,10 +96,11 @@ fn choose(
     mount: &CgroupMount,
     own: &str,
     kernel: &dyn Kernel,
+    runner_leaf: &mut Option<RunnerLeaf>,
 ) -> Result<(PathBuf, String), CgroupError> {
     let mount_dir = mount.dir(view.fs_root);
     if own == "/" {
-        return place_below_root(view, &mount_dir, false, kernel);
+        return place_below_root(view, &mount_dir, None, kernel);
     }
     // A runner already placed below the root by an earlier detection (or started by
     // one): the parent is ours.
@@ -95,7 +109,7 @@ fn choose(
     if own_parent.and_then(|p| p.strip_prefix('/')) == Some(PARENT_NAME)
         && own_name.is_some_and(|n| n.starts_with(SUPERVISOR_LEAF_PREFIX))
     {
-        return place_below_root(view, &mount_dir, false, kernel);
+        return place_below_root(view, &mount_dir, None, kernel);
     }
     let own_dir = mount
         .resolve(view.fs_root, own)
@@ -129,7 +143,17 @@ fn choose(
                 ),
             ))
         }
-        (Err(_), None) => place_below_root(view, &mount_dir, true, kernel),
+        (Err(_), None) => {
+            let (jobs, placement) = place_below_root(view, &mount_dir, Some(&own_dir), kernel)?;
+            *runner_leaf = Some(RunnerLeaf {
+                leaf: mount_dir
+                    .join(PARENT_NAME)
+                    .join(format!("{SUPERVISOR_LEAF_PREFIX}{}", view.self_pid)),
+                origin: own_dir,
+                mount_dir,
+            });
+            Ok((jobs, placement))
+        }
     }
 }
 
@@ -184,12 +208,13 @@ fn delegation_problem(view: &HostView<'_>, dir: &Path, moved: bool) -> Result<()
 /// The runner's own cgroup below the root, `<mount>/openvibe-skill-runner`: used where no
 /// systemd manages the tree. The root's `cgroup.subtree_control` must list memory and
 /// pids; without systemd nobody else enables them, so the runner adds them (it never
-/// removes anything there). `move_self`: the runner moves its own process, and nothing
-/// else, into `supervisor-<pid>/` (a runner in the root cgroup stays there).
+/// removes anything there). `move_from`: the runner's cgroup, when the runner moves its own
+/// process, and nothing else, out of it into `supervisor-<pid>/` (a runner in the root
+/// cgroup stays there).
 fn place_below_root(
     view: &HostView<'_>,
     mount_dir: &Path,
-    move_self: bool,
+    move_from: Option<&Path>,
     kernel: &dyn Kernel,
 ) -> Result<(PathBuf, String), CgroupError> {
     let root_control = mount_dir.join("cgroup.subtree_control");
@@ -244,7 +269,7 @@ fn place_below_root(
         "own cgroup below the root (no systemd delegation here): {}",
         parent.display()
     );
-    if move_self {
+    if move_from.is_some() {
         remove_stale_leaves(&parent, kernel);
         let leaf = parent.join(format!("{SUPERVISOR_LEAF_PREFIX}{}", view.self_pid));
         create_parent(kernel, &leaf)?;
@@ -283,6 +308,43 @@ fn remove_stale_leaves(parent: &Path, kernel: &dyn Kernel) {
             // Another runner may be moving into it this instant: EBUSY then, and it stays.
             let _ = kernel.rmdir(&entry.path());
         }
+    }
+}
+
+/// At the runner's exit: move the runner's process (`pid`, all its threads) back where it
+/// came from, or to the root cgroup when that is gone, and remove its own leaf, so a runner
+/// leaves no cgroup of its own behind. A runner no longer in its leaf moves nowhere.
+pub(crate) fn leave(kernel: &dyn Kernel, leaf: &RunnerLeaf, pid: i32) -> Result<(), CgroupError> {
+    let procs = leaf.leaf.join("cgroup.procs");
+    let listed = fs::read_to_string(&procs)
+        .map(|text| parse_pids(&text).contains(&pid))
+        .unwrap_or(false);
+    if listed {
+        let mut moved = Err(CgroupError::Placement {
+            detail: format!(
+                "neither {} nor the root cgroup {} takes the runner back",
+                leaf.origin.display(),
+                leaf.mount_dir.display()
+            ),
+            fix: format!(
+                "remove the empty {} once the runner has exited; the next runner start also \
+                 removes it",
+                leaf.leaf.display()
+            ),
+        });
+        for target in [&leaf.origin, &leaf.mount_dir] {
+            let target_procs = target.join("cgroup.procs");
+            if kernel.write(&target_procs, &pid.to_string()).is_ok() {
+                moved = Ok(());
+                break;
+            }
+        }
+        moved?;
+    }
+    match kernel.rmdir(&leaf.leaf) {
+        Ok(()) => Ok(()),
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => Ok(()),
+        Err(err) => Err(io_error("remove the runner's own leaf", &leaf.leaf, err)),
     }
 }
 
@@ -371,11 +433,16 @@ impl V2 {
             mount_dir,
             placement: "test".to_owned(),
             cpu_enabled: false,
+            runner_leaf: None,
         }
     }
 }
 
 impl Backend for V2 {
+    fn runner_leaf(&self) -> Option<RunnerLeaf> {
+        self.runner_leaf.clone()
+    }
+
     fn version(&self) -> CgroupVersion {
         CgroupVersion::V2
     }
