@@ -1109,8 +1109,21 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
         );
         expect("smuggle_first", json!([403]), json!(["bad_request"]), true);
         expect("smuggle_second", json!([200, 200]), json!([]), true);
+        expect("upgrade_ok", json!([101]), json!([]), false);
+        expect(
+            "upgrade_other",
+            json!([200, 403]),
+            json!(["host_mismatch"]),
+            true,
+        );
         expect("obs_fold_second", json!([200, 400]), json!([]), true);
         expect("bare_cr_second", json!([200, 400]), json!([]), true);
+        if case("upgrade_ok")["echoed"] != true {
+            bad.push(format!(
+                "  upgrade_ok: the upgraded tunnel did not carry bytes both ways: {}",
+                case("upgrade_ok")
+            ));
+        }
         assert!(bad.is_empty(), "{mode}:\n{}", bad.join("\n"));
 
         let reached: Vec<Value> = net.upstream_requests()[before..].to_vec();
@@ -1122,7 +1135,7 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
             );
             let path = q["path"].as_str().unwrap_or("");
             assert!(
-                ["/ka1", "/ka2", "/ka3", "/first", "/pipe1", "/front"].contains(&path),
+                ["/ka1", "/ka2", "/ka3", "/first", "/pipe1", "/front", "/ws"].contains(&path),
                 "{mode}: a request that should have been stopped reached the upstream: {q}"
             );
         }

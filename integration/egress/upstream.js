@@ -4,7 +4,9 @@
 // Every answer says who answered ({"server":"upstream", ...}), so a test can tell it from the
 // LAN and loopback peers; every request is also written to stdout as one JSON line, which
 // the fixture keeps (the test can see what reached the internet, with which Host/SNI, from
-// which address). GET /redirect?to=URL answers 302 with Location: URL.
+// which address). GET /redirect?to=URL answers 302 with Location: URL. An upgrade request on
+// port 80 is answered 101, then `{"server":"upstream","upgraded":true}` and every chunk that
+// comes back as `ECHO:<chunk>`.
 // Usage: node upstream.js DIR ADDRESS (DIR holds key.pem and cert.pem). Prints "ready".
 const fs = require('node:fs');
 const http = require('node:http');
@@ -41,6 +43,17 @@ function handler(tls) {
 }
 
 const plain = http.createServer(handler(false));
+plain.on('upgrade', (req, socket) => {
+  const seen = {
+    server: 'upstream', tls: false, host: req.headers.host ?? null, sni: null,
+    path: req.url, remote: req.socket.remoteAddress, upgrade: req.headers.upgrade ?? null,
+  };
+  process.stdout.write(`${JSON.stringify(seen)}\n`);
+  socket.write('HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n'
+    + '{"server":"upstream","upgraded":true}\n');
+  socket.on('data', (chunk) => socket.write(`ECHO:${chunk}`));
+  socket.on('error', () => socket.destroy());
+});
 const secure = https.createServer({
   key: fs.readFileSync(path.join(dir, 'key.pem')),
   cert: fs.readFileSync(path.join(dir, 'cert.pem')),

@@ -6,14 +6,21 @@
 // Input: { allowed, other, timeout_ms }: `allowed` a name the job may reach, `other` another
 // name served by the same upstream. Each case is one connection to the allowed name's
 // address, whose steps are written one at a time, each after the answers to the one before.
-// The "keep_alive_ok" case is the control: three requests for the allowed name.
-// Output: { address, cases: [{ id, statuses, refusals, servers, closed, error }] }.
+// The "keep_alive_ok" case is the control: three requests for the allowed name. The upgrade
+// cases: a WebSocket upgrade (101) for the allowed name, whose tunnel then carries bytes both
+// ways (the upstream echoes them as `ECHO:<bytes>`), and one for the other name on a
+// connection kept alive after an allowed request.
+// Output: { address, cases: [{ id, statuses, refusals, servers, closed, echoed, error }] }.
 const dns = require('node:dns');
 const net = require('node:net');
 const { readInput, refusals, servers, code, out } = require('./lib.js');
 
 function get(host, path, extra = '') {
   return `GET ${path} HTTP/1.1\r\nHost: ${host}\r\n${extra}\r\n`;
+}
+
+function upgrade(host, path) {
+  return get(host, path, 'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n');
 }
 
 // Writes each step once the answers to the earlier ones have come (or a short wait passed),
@@ -32,7 +39,8 @@ function conversation(host, steps, expected, timeoutMs) {
       done = true;
       clearTimeout(timer);
       socket.destroy();
-      resolve({ statuses: statuses(), refusals: refusals(text), servers: servers(text), closed, error });
+      const echoed = text.includes('ECHO:through-the-tunnel');
+      resolve({ statuses: statuses(), refusals: refusals(text), servers: servers(text), closed, echoed, error });
     };
     const timer = setTimeout(finish, timeoutMs);
     socket.on('data', (c) => { if (text.length < 65536) text += c; });
@@ -71,6 +79,8 @@ function conversation(host, steps, expected, timeoutMs) {
     smuggle_first: [[chunkedPost(allowed)], [1]],
     smuggle_second: [[get(allowed, '/first'), chunkedPost(allowed)], [1, 2]],
     obs_fold_second: [[get(allowed, '/first'), `GET /folded HTTP/1.1\r\nHost: ${allowed}\r\nX-A: 1\r\n Host: ${other}\r\n\r\n`], [1, 2]],
+    upgrade_ok: [[upgrade(allowed, '/ws'), 'through-the-tunnel'], [1, 1]],
+    upgrade_other: [[get(allowed, '/first'), upgrade(other, '/ws-fronted')], [1, 2]],
     bare_cr_second: [[get(allowed, '/first'), `GET /bare-cr HTTP/1.1\r\nHost: ${allowed}\rHost: ${other}\r\n\r\n`], [1, 2]],
   };
   const results = await Promise.all(Object.entries(cases).map(async ([id, [steps, expected]]) => ({
