@@ -133,6 +133,12 @@ impl State {
             .args(extra)
             .output()
             .expect("run the runner");
+        assert!(
+            !out.stdout.is_empty(),
+            "`run` printed no result (exit {:?}): {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let result = parse_result(&out.stdout);
         self.assert_clean();
         result

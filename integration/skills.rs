@@ -70,10 +70,10 @@ fn cases() -> Vec<(PathBuf, Case)> {
 
 /// How much slower than this kind of machine the host runs jobs: 1 here; the VM matrix sets
 /// `OPENVIBE_TEST_TIME_SCALE` under software emulation, where Node runs tens of times slower.
-/// It stretches the time checks (`max_wall_ms`) and gives a case that is not about the wall
-/// clock a longer one (the contract's default 10 s times the scale, at most its 30 s cap), so
-/// an emulated heap bomb still meets its memory limit before the clock. A case that expects
-/// `limit`/`wall` keeps its wall clock: that is what it tests.
+/// It stretches the time checks (`max_wall_ms`) and gives a tool whose case is not about the
+/// wall clock a longer one (its declared wall clock times the scale, at most the contract's
+/// 30 s cap), so an emulated heap bomb still meets its memory limit before the clock. A case
+/// that expects `limit`/`wall` keeps its wall clock: that is what it tests.
 fn time_scale() -> u64 {
     match std::env::var("OPENVIBE_TEST_TIME_SCALE") {
         Err(_) => 1,
@@ -87,19 +87,51 @@ fn time_scale() -> u64 {
 const DEFAULT_WALL_MS: u64 = 10_000;
 const MAX_WALL_MS: u64 = 30_000;
 
+/// A copy of the skill folder `dir` whose tool `tool` declares `scale` times its wall clock
+/// (a `run` may only narrow what the tool declares, never widen it).
+fn with_scaled_wall(dir: &Path, tool: &str, scale: u64) -> tempfile::TempDir {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).expect("mkdir");
+        for entry in std::fs::read_dir(from).expect("read the skill folder").flatten() {
+            let target = to.join(entry.file_name());
+            if entry.file_type().expect("file type").is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).expect("copy");
+            }
+        }
+    }
+    let copy_dir = tempfile::Builder::new()
+        .prefix("ovsr-scaled-skill-")
+        .tempdir()
+        .expect("temp dir");
+    copy(dir, copy_dir.path());
+    let manifest = copy_dir.path().join("skill.json");
+    let mut m: Value =
+        serde_json::from_slice(&std::fs::read(&manifest).expect("read skill.json")).expect("json");
+    let tools = m["tools"].as_array_mut().expect("tools");
+    let t = tools
+        .iter_mut()
+        .find(|t| t["name"] == tool)
+        .unwrap_or_else(|| panic!("{}: no tool {tool}", dir.display()));
+    let declared = t["limits"]["wall_ms"].as_u64().unwrap_or(DEFAULT_WALL_MS);
+    if !t["limits"].is_object() {
+        t["limits"] = serde_json::json!({});
+    }
+    t["limits"]["wall_ms"] = (declared * scale).min(MAX_WALL_MS).into();
+    std::fs::write(&manifest, m.to_string()).expect("write skill.json");
+    copy_dir
+}
+
 fn check(dir: &Path, case: &Case) -> Result<(), String> {
     let state = State::new();
     let mut extra = Vec::new();
     let scale = time_scale();
-    let wall = case.expect.limits.as_ref().and_then(|l| l.wall_ms);
     let about_wall = case.expect.status == "limit" && case.expect.reason.as_deref() == Some("wall");
-    match wall {
-        Some(w) => extra.extend(["--wall-ms".to_string(), w.to_string()]),
-        None if scale > 1 && !about_wall => extra.extend([
-            "--wall-ms".to_string(),
-            (DEFAULT_WALL_MS * scale).min(MAX_WALL_MS).to_string(),
-        ]),
-        None => {}
+    let scaled = (scale > 1 && !about_wall).then(|| with_scaled_wall(dir, &case.tool, scale));
+    let dir = scaled.as_ref().map_or(dir, |d| d.path());
+    if let Some(w) = case.expect.limits.as_ref().and_then(|l| l.wall_ms) {
+        extra.extend(["--wall-ms".to_string(), w.to_string()]);
     }
     if let Some(l) = &case.expect.limits {
         if let Some(m) = l.mem_bytes {
