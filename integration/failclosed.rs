@@ -53,6 +53,7 @@ fn a_layer_that_fails_to_apply_stops_the_job() {
         ("mounts", "mounts"),
         ("capabilities", "capabilities"),
         ("landlock", "landlock"),
+        ("exec_gate", "exec_gate"),
         ("seccomp", "seccomp"),
     ] {
         let config = format!("[runner]\nfault_inject = \"{fault}\"\n");
@@ -81,6 +82,7 @@ fn a_layer_missing_on_the_host_stops_every_job() {
     for (missing, words) in [
         ("landlock", "landlock"),
         ("seccomp", "seccomp"),
+        ("exec_gate", "exec gate"),
         ("namespaces", "namespace"),
         ("cgroups", "cgroups"),
     ] {

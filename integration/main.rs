@@ -8,6 +8,7 @@ mod compat;
 mod daemon;
 mod egress;
 mod exact;
+mod exec_gate;
 mod failclosed;
 mod jobs;
 mod probe;

@@ -41,6 +41,29 @@ fn compile_probe() -> (tempfile::TempDir, PathBuf) {
     (dir, exe)
 }
 
+/// The probe engine, with the real Node's loader and libraries still mounted (and the
+/// loader executable, as for a Node job): the loader route is then a real one. Returns the
+/// loader's path.
+fn probe_engine_with_loader(state: &State, exe: &Path) -> (Engine, PathBuf) {
+    let mut config = Config::default();
+    config.runner.state_dir = state.path().to_path_buf();
+    config.runner.policies_dir = Some(repo().join("policies"));
+    let node = Engine::start(config)
+        .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"));
+    let libraries = node.runtime.libraries.clone();
+    let loader = node
+        .runtime
+        .loader
+        .clone()
+        .expect("the pinned Node names its ELF interpreter");
+    let mut engine = node
+        .with_probe_executable(exe.to_path_buf())
+        .with_runner_executable(PathBuf::from(BIN));
+    engine.runtime.libraries = libraries;
+    engine.runtime.loader = Some(loader.clone());
+    (engine, loader)
+}
+
 fn probe_engine(state: &State, exe: &Path) -> Engine {
     let mut config = Config::default();
     config.runner.state_dir = state.path().to_path_buf();
@@ -59,17 +82,34 @@ fn run_probe(engine: &Engine, job_id: &str, input: &str) -> Value {
 
 /// The same under a given `net`.
 fn run_probe_net(engine: &Engine, job_id: &str, input: &str, net: &str) -> Value {
+    run_probe_files(engine, job_id, input, net, &[])
+}
+
+/// The same with more files in the job's `/skill` beside the entry.
+fn run_probe_files(
+    engine: &Engine,
+    job_id: &str,
+    input: &str,
+    net: &str,
+    files: &[(&str, &str)],
+) -> Value {
     let code = "// the native probe ignores its entry\n";
+    let inputs: Vec<Value> = std::iter::once(("tool.js", code))
+        .chain(files.iter().copied())
+        .map(|(name, text)| {
+            json!({
+                "name": name,
+                "sha256": hex::encode(sha2::Sha256::digest(text.as_bytes())),
+                "content_base64": base64::engine::general_purpose::STANDARD.encode(text),
+            })
+        })
+        .collect();
     let job = json!({
         "job_id": job_id,
         "class": "function",
         "artifact": "openvibe-skill-runner@1.0.0",
         "args": {"tool": "probe", "entry": "tool.js", "input": input},
-        "inputs": [{
-            "name": "tool.js",
-            "sha256": hex::encode(sha2::Sha256::digest(code.as_bytes())),
-            "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
-        }],
+        "inputs": inputs,
         "net": net,
         "limits": {"wall_ms": 20000, "mem_bytes": 134217728}
     });
@@ -180,12 +220,14 @@ fn expectations() -> Vec<(&'static str, Expect, &'static str)> {
         ("clone3_fork", Errno(ENOSYS), "seccomp ENOSYS group: clone3's flags are in memory seccomp cannot read"),
         ("clone3_newuser", Errno(ENOSYS), "seccomp ENOSYS group"),
         ("pthread_create", Allowed, "contrast: a thread is made (clone3 ENOSYS, then clone with thread flags)"),
-        // execve is allowed by seccomp (the init needs it); the root and the mounts refuse.
-        ("execve_bin_sh", Errno(ENOENT), "root: there is no /bin/sh in the job's root"),
-        ("execve_skill_tool", Errno(EACCES), "mount: /skill is noexec (checked first); DAC (0444) and landlock (no Execute) would refuse too"),
-        ("execve_dev_null", Errno(EACCES), "kernel: not a regular file (and the device mount is noexec)"),
-        ("execve_proc_dir", Errno(EACCES), "kernel: a directory (and /proc is noexec)"),
-        ("execve_proc_self_fd_tool", Errno(EACCES), "mount: the descriptor's file is on the noexec /skill"),
+        // execve is allowed by the policy (the init needs it) and answered by the exec gate,
+        // which refuses every exec after the init's before the kernel looks at the path;
+        // the root and the mounts stand behind it (ENOENT, EACCES without the gate).
+        ("execve_bin_sh", Errno(EPERM), "exec gate; root: there is no /bin/sh in the job's root"),
+        ("execve_skill_tool", Errno(EPERM), "exec gate; mount: /skill is noexec, DAC (0444) and landlock (no Execute)"),
+        ("execve_dev_null", Errno(EPERM), "exec gate; kernel: not a regular file (and the device mount is noexec)"),
+        ("execve_proc_dir", Errno(EPERM), "exec gate; kernel: a directory (and /proc is noexec)"),
+        ("execve_proc_self_fd_tool", Errno(EPERM), "exec gate; mount: the descriptor's file is on the noexec /skill"),
         ("execveat_tool_fd", Errno(EPERM), "seccomp: execveat denied explicitly"),
         ("execveat_path", Errno(EPERM), "seccomp: execveat denied explicitly"),
         // Sockets under net deny.
@@ -895,4 +937,64 @@ fn native_probe_network_routes_in_every_mode() {
         }
     }
     assert_host_clean("itest-probe-net");
+}
+
+/// What every exec attempt of the probe's exec mode gets: EPERM, and which layer alone would
+/// have let it through without the exec gate.
+fn exec_expectations() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("exec_self_proc_exe", "exec gate alone: the policy allows execve, landlock and the mount let the probe (Node, for a job) execute"),
+        ("exec_self_path", "exec gate alone: the binary's own path, as the init execs it"),
+        ("exec_self_proc_fd", "exec gate alone: a descriptor of the binary through /proc/self/fd"),
+        ("execveat_self_fd_empty_path", "exec gate and the policy (execveat denied explicitly)"),
+        ("execveat_fd_absolute_path", "exec gate and the policy: an absolute path ignores the descriptor"),
+        ("execveat_cwd_self_path", "exec gate and the policy"),
+        ("exec_loader_with_self", "exec gate alone: landlock lets the loader execute (Node needs it) and it would map the binary"),
+        ("exec_script", "exec gate; mount: /skill is noexec"),
+        ("exec_from_thread", "exec gate alone: a second thread, as a Node worker would"),
+    ]
+}
+
+#[test]
+fn native_probe_no_second_exec_in_any_net_mode() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let (dir, exe) = compile_probe();
+    let (engine, loader) = probe_engine_with_loader(&state, &exe);
+    // A #! script whose interpreter is the probe itself, with the exec-landed argument.
+    let script = format!("#!{} exec-landed\n", exe.display());
+    for net in ["deny", "openvibe-only", "public"] {
+        let r = run_probe_files(
+            &engine,
+            &format!("itest-probe-exec-{net}"),
+            &format!("exec {}", loader.display()),
+            net,
+            &[("script.sh", &script)],
+        );
+        // The first exec, the init's of the probe standing in for Node, went through: the
+        // probe ran and answered. No later one did: no image said "exec_landed".
+        assert!(
+            r["output"].get("exec_landed").is_none(),
+            "{net}: an exec went through: {r:#}"
+        );
+        assert_status(&r, "ok", None);
+        let attempts = &r["output"]["attempts"];
+        let expected = exec_expectations();
+        assert_eq!(
+            attempts.as_object().map(|o| o.len()),
+            Some(expected.len()),
+            "{net}: every attempt is checked: {attempts:#}"
+        );
+        for (name, why) in expected {
+            let (ret, errno) = attempt_errno(attempts, name)
+                .unwrap_or_else(|| panic!("{net}: the probe did not try {name}"));
+            assert!(
+                ret < 0 && errno == EPERM as i64,
+                "{net} {name} ({why}): expected EPERM, got ret {ret} errno {errno}"
+            );
+        }
+    }
+    assert_probe_dir_untouched(dir.path());
+    assert_host_clean("itest-probe-exec");
 }

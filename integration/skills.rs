@@ -123,6 +123,19 @@ fn with_scaled_wall(dir: &Path, tool: &str, scale: u64) -> tempfile::TempDir {
     copy_dir
 }
 
+/// The `net` skill.json gives the tool (`deny` when it names none).
+fn tool_net(dir: &Path, tool: &str) -> String {
+    let text = std::fs::read(dir.join("skill.json")).expect("read skill.json");
+    let skill: Value = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| panic!("{}/skill.json: {e}", dir.display()));
+    skill["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+        .and_then(|t| t["net"].as_str())
+        .unwrap_or("deny")
+        .to_string()
+}
+
 fn check(dir: &Path, case: &Case) -> Result<(), String> {
     let state = State::new();
     let mut extra = Vec::new();
@@ -176,8 +189,9 @@ fn check(dir: &Path, case: &Case) -> Result<(), String> {
             ));
         }
     }
-    if r["runner"] != "openvibe-skill-runner@1.0.0" || r["net"] != "deny" {
-        problems.push("runner/net fields wrong".into());
+    let net = tool_net(dir, &case.tool);
+    if r["runner"] != "openvibe-skill-runner@1.0.0" || r["net"] != net.as_str() {
+        problems.push(format!("runner/net fields wrong (net expected {net})"));
     }
     if r["status"] == "ok"
         && r["output"].is_null()

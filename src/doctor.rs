@@ -83,6 +83,15 @@ fn checks(config: &Config) -> Vec<Check> {
         .into(),
         Some("the kernel needs CONFIG_SECCOMP_FILTER=y".into()),
     ));
+    out.push(check(
+        "exec gate",
+        l.exec_gate,
+        match &l.exec_gate_problem {
+            None => "seccomp user notification with CONTINUE: only the init's exec of Node runs, every later exec is refused".into(),
+            Some(e) => e.clone(),
+        },
+        Some("boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y (seccomp user notification); no job runs without the exec gate".into()),
+    ));
     out.push(files_check(config));
     let policy = assets::seccomp_policy(config).and_then(|file| {
         let text = file.text()?;

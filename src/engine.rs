@@ -38,6 +38,8 @@ pub struct Engine {
     self_exe: PathBuf,
     bounds: Bounds,
     seq: AtomicU64,
+    /// Test only ([`Engine::without_node_hardening`]): Node's own hardening flags are left out.
+    compromised_node: bool,
 }
 
 /// Why the engine cannot run jobs on this host: each names the layer and what to change.
@@ -187,6 +189,7 @@ impl Engine {
             self_exe,
             bounds,
             seq: AtomicU64::new(0),
+            compromised_node: false,
         })
     }
 
@@ -196,6 +199,15 @@ impl Engine {
         self.runtime.node = exe;
         self.runtime.libraries.clear();
         self.runtime.loader = None;
+        self
+    }
+
+    /// Runs Node as a compromised Node would run: without its permission model, without
+    /// `--disallow-code-generation-from-strings` and without the preload, under the very
+    /// same sandbox otherwise. It shows what the OS layers (the exec gate among them) hold
+    /// on their own, with JavaScript. No job can reach this: only code linking the crate.
+    pub fn without_node_hardening(mut self) -> Engine {
+        self.compromised_node = true;
         self
     }
 
@@ -331,6 +343,9 @@ impl Engine {
             &|p: &Path| p.exists(),
         );
         plan.fault = self.config.runner.fault_inject.clone();
+        if self.compromised_node {
+            plan.argv.retain(|a| !plan::is_node_hardening_flag(a));
+        }
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {
@@ -377,6 +392,9 @@ impl Engine {
         };
         if let Err(e) = removed {
             tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+        }
+        if outcome.exec_gate.refused > 0 {
+            tracing::warn!(job_id = %job.job_id, refused = outcome.exec_gate.refused, node_started = outcome.exec_gate.continued, "exec attempts refused by the exec gate");
         }
         let v = supervise::classify(&outcome, job.wall_ms, job.mem_bytes);
         JobResult {

@@ -163,6 +163,21 @@ pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
     ]
 }
 
+/// Whether `arg` of [`node_argv`] is one of the flags by which Node hardens itself (the
+/// permission model and its grants, no code from strings, the preload), as opposed to the
+/// binary, its heap ceiling and the entry.
+pub fn is_node_hardening_flag(arg: &str) -> bool {
+    [
+        "--permission",
+        "--experimental-permission",
+        "--allow-fs-read",
+        "--disallow-code-generation-from-strings",
+        "--require",
+    ]
+    .iter()
+    .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
+}
+
 /// The pure transformation. `uid` is chosen by the caller (a fresh one per job);
 /// `egress_ports` are the ports the egress policy serves (used when `net` is not `deny`).
 #[allow(clippy::too_many_arguments)]
@@ -376,6 +391,25 @@ mod tests {
         );
         assert!(p.env.is_empty(), "the tool's environment is empty");
         assert_eq!(p.cwd, PathBuf::from("/skill"));
+    }
+
+    /// What `Engine::without_node_hardening` leaves of Node's argv (test only): the binary,
+    /// its heap ceiling and the entry.
+    #[test]
+    fn hardening_flags_are_told_apart() {
+        for major in [24, 20] {
+            let mut argv = plan(major, true).argv;
+            argv.retain(|a| !is_node_hardening_flag(a));
+            assert_eq!(
+                argv,
+                vec![
+                    "/opt/n/bin/node",
+                    "--max-old-space-size=64",
+                    "/skill/tools/t.js"
+                ]
+            );
+        }
+        assert!(!is_node_hardening_flag("--permissionx"));
     }
 
     #[test]

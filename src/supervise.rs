@@ -4,6 +4,7 @@
 use crate::job::{Status, STDERR_KEEP, STDOUT_CAP};
 use crate::json_text::{DuplicateKeys, JsonText};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
+use crate::sandbox::exec_gate::{self, GateReport, GATE_FD};
 use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
@@ -36,6 +37,8 @@ pub struct Outcome {
     pub stderr_truncated: bool,
     pub wall: Duration,
     pub stats: CgroupStats,
+    /// What the exec gate answered (the init's exec of Node, and every exec refused).
+    pub exec_gate: GateReport,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -102,6 +105,18 @@ pub async fn run(
         None => None,
     };
     let ns = netns_high.as_ref().map(|fd| fd.as_raw_fd());
+    // The exec gate: its thread waits for the listener the init sends on this socket.
+    let (gate, gate_end) =
+        exec_gate::start().map_err(|e| SuperviseError::Spawn(format!("exec gate: {e}")))?;
+    let gate_high: OwnedFd =
+        nix::fcntl::fcntl(&gate_end, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
+            .map(|raw| {
+                // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; we own it.
+                unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
+            })
+            .map_err(|e| SuperviseError::Spawn(format!("exec gate descriptor: {e}")))?;
+    drop(gate_end);
+    let g = gate_high.as_raw_fd();
     let w = report_w.as_raw_fd();
     let mut cmd = tokio::process::Command::new(self_exe);
     cmd.arg("sandbox-init")
@@ -126,6 +141,9 @@ pub async fn run(
                     return Err(std::io::Error::last_os_error());
                 }
             }
+            if libc::dup2(g, GATE_FD) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }
@@ -135,6 +153,7 @@ pub async fn run(
         .map_err(|e| SuperviseError::Spawn(format!("{}: {e}", self_exe.display())))?;
     drop(report_w);
     drop(netns_high);
+    drop(gate_high);
     // The init stage joins the job's cgroups itself, first thing after reading its plan
     // (see sandbox::init); the kill below goes through the cgroup and, before that join,
     // through the child itself.
@@ -198,6 +217,8 @@ pub async fn run(
     }
     writer.abort();
     kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
+    // Every process of the job is gone: stop the gate's thread, close its listener.
+    let exec_gate = gate.finish().await;
 
     let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, out_task)
         .await
@@ -228,6 +249,7 @@ pub async fn run(
         stderr_truncated,
         wall: wall_taken,
         stats,
+        exec_gate,
     })
 }
 

@@ -15,6 +15,12 @@
  *   "net"    every network route a program could try, with no JavaScript in the way (raw,
  *       packet and ICMP sockets, UDP anywhere, TCP to other ports, bind, listen, routes);
  *       prints {"attempts": {...}} like main
+ *   "exec LOADER"  every way to start a program again once "Node" (this probe) runs: itself
+ *       through /proc/self/exe, its own path, a descriptor of it (/proc/self/fd, execveat
+ *       with AT_EMPTY_PATH and with an absolute path), the loader LOADER with itself as
+ *       argument, a #! script, and an exec from a second thread; prints {"attempts": ...}.
+ *       Every exec names this probe with argv[1] "exec-landed": should one ever succeed,
+ *       the new image prints {"exec_landed": WHICH} and exits at once, and does nothing else.
  *
  * Safety inside the probe itself: every loop is bounded; a process-creating call that
  * unexpectedly succeeds makes its child exit at once (raw_spawn); kill(-1, SIGKILL) is
@@ -319,6 +325,65 @@ static long try_execve(const char *path) {
     char *argv[] = {(char *)path, NULL};
     char *envp[] = {NULL};
     return execve(path, argv, envp);
+}
+
+/* ---- exec mode: the exec gate ---- */
+
+static char self_path[512];
+
+/* Execs this probe (path) so that, if the exec went through, the new image only says so. */
+static long exec_self(const char *path, const char *which) {
+    char *argv[] = {"probe", "exec-landed", (char *)which, NULL};
+    char *envp[] = {NULL};
+    return execve(path, argv, envp);
+}
+
+static void *exec_thread_main(void *arg) {
+    long *ret = arg;
+    errno = 0;
+    ret[0] = exec_self("/proc/self/exe", "thread");
+    ret[1] = errno;
+    return NULL;
+}
+
+static void exec_mode(const char *loader) {
+    emit("{\"attempts\":{");
+    ssize_t n = readlink("/proc/self/exe", self_path, sizeof self_path - 1);
+    self_path[n > 0 ? n : 0] = 0;
+    TRY("exec_self_proc_exe", exec_self("/proc/self/exe", "proc_self_exe"));
+    TRY("exec_self_path", exec_self(self_path, "self_path"));
+    {
+        int fd = open(self_path, O_RDONLY | O_CLOEXEC);
+        char p[64];
+        snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+        TRY("exec_self_proc_fd", exec_self(p, "proc_fd"));
+        char *argv[] = {"probe", "exec-landed", "execveat", NULL};
+        char *envp[] = {NULL};
+        TRY("execveat_self_fd_empty_path", syscall(SYS_execveat, fd, "", argv, envp, AT_EMPTY_PATH));
+        TRY("execveat_fd_absolute_path", syscall(SYS_execveat, fd, self_path, argv, envp, 0));
+        TRY("execveat_cwd_self_path", syscall(SYS_execveat, AT_FDCWD, self_path, argv, envp, 0));
+        if (fd >= 0)
+            close(fd);
+    }
+    {
+        char *argv[] = {"ld.so", self_path, "exec-landed", "loader", NULL};
+        char *envp[] = {NULL};
+        TRY("exec_loader_with_self", execve(loader, argv, envp));
+    }
+    /* A #! script naming this probe as its interpreter, in /skill (where the job's files are). */
+    TRY("exec_script", exec_self("/skill/script.sh", "script"));
+    {
+        static long ret[2];
+        pthread_t t;
+        int rc = pthread_create(&t, NULL, exec_thread_main, ret);
+        if (rc == 0) {
+            pthread_join(t, NULL);
+            attempt("exec_from_thread", ret[0], (int)ret[1]);
+        } else {
+            attempt("exec_from_thread", -1, 10000 + rc);
+        }
+    }
+    emit("}}");
 }
 
 /* ---- modes ---- */
@@ -939,8 +1004,13 @@ static void net_mode(void) {
     emit("}}");
 }
 
-int main(void) {
+int main(int argc, char **argv) {
     static char in[4096];
+    if (argc >= 3 && strcmp(argv[1], "exec-landed") == 0) {
+        /* An exec went through: say which, do nothing else. */
+        printf("{\"exec_landed\":\"%.64s\"}", argv[2]);
+        return 0;
+    }
     size_t len = 0;
     for (int i = 0; i < 16 && len + 1 < sizeof in; i++) {
         ssize_t n = read(0, in + len, sizeof in - 1 - len);
@@ -977,6 +1047,13 @@ int main(void) {
     }
     if (strcmp(mode, "net") == 0 && nw == 1) {
         net_mode();
+        if (overflow)
+            return 2;
+        fwrite(out, 1, outlen, stdout);
+        return 0;
+    }
+    if (strcmp(mode, "exec") == 0 && nw == 2) {
+        exec_mode(words[1]);
         if (overflow)
             return 2;
         fwrite(out, 1, outlen, stdout);

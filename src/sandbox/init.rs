@@ -10,7 +10,7 @@
 //!
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
-use super::{landlock, seccomp};
+use super::{exec_gate, landlock, seccomp};
 use crate::plan::{MountStep, Plan};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
@@ -102,11 +102,23 @@ pub fn main() -> ! {
             fail("join network namespace", e);
         }
     }
-    // A: nothing but 0-2 and the report descriptor crosses into the sandbox.
-    // SAFETY: close_range on descriptors this process does not use; no memory involved.
-    let rc = unsafe { libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) };
+    // A: nothing but 0-2, the report descriptor and the exec gate's socket crosses into
+    // the sandbox (the gate's socket is closed before Node starts, see exec_gate).
+    // SAFETY: close and close_range on descriptors this process does not use.
+    let rc = unsafe {
+        libc::close(NETNS_FD);
+        libc::syscall(
+            libc::SYS_close_range,
+            exec_gate::GATE_FD as u32 + 1,
+            u32::MAX,
+            0u32,
+        )
+    };
     if rc != 0 {
         fail("close descriptors", std::io::Error::last_os_error());
+    }
+    if let Err(e) = exec_gate::check_inherited() {
+        fail("exec gate", e);
     }
     // SAFETY: fcntl on our own descriptor.
     if unsafe { libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
@@ -144,6 +156,7 @@ pub fn main() -> ! {
         Err(e) => fail("fork pid 1", e),
         Ok(ForkResult::Parent { child }) => {
             close_stdio();
+            exec_gate::close_inherited();
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
             std::process::exit(0);
         }
@@ -191,6 +204,7 @@ fn pid_one(plan: Plan) -> ! {
         }
         Ok(ForkResult::Parent { child }) => {
             close_stdio();
+            exec_gate::close_inherited();
             loop {
                 match waitpid(None, None) {
                     Ok(WaitStatus::Exited(pid, code)) if pid == child => {
@@ -360,9 +374,16 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
             .map(|a| CString::new(a.as_str()))
             .collect::<Result<_, _>>(),
     )?;
+    // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
+    //     every exec is the runner's to answer, and it lets through only the next one.
+    injected("exec_gate")?;
+    step(
+        "exec gate",
+        exec_gate::install_and_hand_over(exec_gate::GATE_FD),
+    )?;
     injected("seccomp")?;
     step("seccomp", seccomp::install(&plan.seccomp))?;
-    // 12. Become Node.
+    // 12. Become Node: the gate's first notification, which the runner continues.
     Err(match execve(&exe, &argv, &env) {
         Ok(never) => match never {},
         Err(e) => ("execve node", e.to_string()),

@@ -1,6 +1,7 @@
 //! Applying a plan: one file per layer, plus the ordered init stage.
 
 pub mod cgroup;
+pub mod exec_gate;
 pub mod init;
 pub mod landlock;
 pub mod netns;
@@ -16,6 +17,11 @@ pub struct Layers {
     pub namespaces: Vec<(String, bool)>,
     pub landlock_abi: i32,
     pub seccomp: bool,
+    /// Seccomp user notification with CONTINUE, which the exec gate needs.
+    pub exec_gate: bool,
+    /// Why the exec gate cannot work here, and what to do.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exec_gate_problem: Option<String>,
     pub kernel: String,
 }
 
@@ -27,6 +33,7 @@ impl Layers {
         let kernel = nix::sys::utsname::uname()
             .map(|u| u.release().to_string_lossy().into_owned())
             .unwrap_or_default();
+        let gate = exec_gate::kernel_support();
         Layers {
             root: nix::unistd::geteuid().is_root(),
             namespaces: NAMESPACES
@@ -35,6 +42,8 @@ impl Layers {
                 .collect(),
             landlock_abi: landlock::kernel_abi(),
             seccomp: seccomp_available(),
+            exec_gate: gate.is_ok(),
+            exec_gate_problem: gate.err(),
             kernel,
         }
     }
@@ -45,6 +54,10 @@ impl Layers {
             match l.as_str() {
                 "landlock" => self.landlock_abi = 0,
                 "seccomp" => self.seccomp = false,
+                "exec_gate" => {
+                    self.exec_gate = false;
+                    self.exec_gate_problem = Some("seccomp user notification is unavailable (pretend_missing); boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y".into());
+                }
                 "namespaces" => self.namespaces.iter_mut().for_each(|n| n.1 = false),
                 _ => {}
             }
@@ -73,6 +86,14 @@ impl Layers {
             return Some(
                 "seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER=y".into(),
             );
+        }
+        if !self.exec_gate {
+            return Some(format!(
+                "the exec gate cannot work here: {}",
+                self.exec_gate_problem
+                    .as_deref()
+                    .unwrap_or("seccomp user notification is unavailable; boot Linux 5.5 or later")
+            ));
         }
         None
     }

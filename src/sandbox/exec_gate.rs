@@ -1,0 +1,689 @@
+//! The exec gate: once Node runs, nothing in the job can start a program again.
+//!
+//! Seccomp sees a system call's number and arguments, never the path an `execve` names, and
+//! landlock must let the Node binary (and its loader) be executed for the init's own exec.
+//! Neither can tell that exec from a later one: `execve("/proc/self/exe", …)` would restart
+//! Node inside the sandbox without `--permission`, without
+//! `--disallow-code-generation-from-strings` and without the preload. So the answer to an
+//! exec is not a rule but a count, kept by the runner:
+//!
+//! 1. The init (its last process, before the policy's filter) installs a small filter of its
+//!    own that answers `execve` and `execveat` with `SECCOMP_RET_USER_NOTIF` and allows every
+//!    other call. It asks for the filter's listener (`SECCOMP_FILTER_FLAG_NEW_LISTENER`), sends
+//!    it to the runner over a unix socket (`SCM_RIGHTS`, [`GATE_FD`]) and closes its own copy.
+//!    Filters only ever add refusals (the kernel keeps the strictest answer of all), so this
+//!    one takes nothing from the policy: what the policy refuses (execveat) stays refused.
+//! 2. The runner serves the listener on a thread of its own ([`serve`]). The first
+//!    notification, if it is an `execve` of the process that sent the listener (its pid, read
+//!    from the kernel's `SCM_CREDENTIALS`, not from anything the job says), is the init's exec
+//!    of Node and continues (`SECCOMP_USER_NOTIF_FLAG_CONTINUE`). Every later one, from any
+//!    thread or process of the job, by any path (`/proc/self/exe`, Node's own path, a
+//!    descriptor, the loader with Node as argument, a `#!` script), is answered `EPERM`.
+//!    Nothing is decided from the job's memory, so there is no race on the path: the filter
+//!    is inherited across exec and fork, and the count is kept outside the job.
+//! 3. If the runner's listener closes (the job ended, the runner died), every exec still to
+//!    come fails with `ENOSYS`: the gate fails closed.
+//!
+//! The listener, the socket and the thread live exactly as long as the job's supervision:
+//! [`Gate::finish`] stops the thread and closes both descriptors.
+
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+/// The descriptor the init stage receives its end of the gate socket on.
+pub const GATE_FD: i32 = 5;
+
+/// `AUDIT_ARCH_X86_64`: the arch the gate's numbers are for. Another ABI is let through
+/// here and killed by the policy's filter.
+const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
+const BPF_LD_W_ABS: u16 = 0x20;
+const BPF_JMP_JEQ_K: u16 = 0x15;
+const BPF_RET_K: u16 = 0x06;
+/// Offsets in `struct seccomp_data`.
+const DATA_NR: u32 = 0;
+const DATA_ARCH: u32 = 4;
+
+/// The gate's program: execve and execveat of x86_64 go to the runner, everything else is
+/// allowed (and left to the policy's filter, installed after it).
+const PROGRAM: [libc::sock_filter; 7] = [
+    ins(BPF_LD_W_ABS, 0, 0, DATA_ARCH),
+    ins(BPF_JMP_JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+    ins(BPF_LD_W_ABS, 0, 0, DATA_NR),
+    ins(BPF_JMP_JEQ_K, 2, 0, libc::SYS_execve as u32),
+    ins(BPF_JMP_JEQ_K, 1, 0, libc::SYS_execveat as u32),
+    ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
+];
+
+const fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
+    libc::sock_filter { code, jt, jf, k }
+}
+
+/// Installs the gate's filter on the calling thread and returns its listener. The caller
+/// must be single-threaded and have set `no_new_privs`. Allocates nothing, so it may run
+/// between fork and exec.
+pub fn install() -> io::Result<OwnedFd> {
+    let prog = libc::sock_fprog {
+        len: PROGRAM.len() as u16,
+        filter: PROGRAM.as_ptr() as *mut libc::sock_filter,
+    };
+    // SAFETY: seccomp(2) reads `prog`, which points at PROGRAM (static, 7 instructions) and
+    // outlives the call; it returns a new descriptor or -1.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_SET_MODE_FILTER,
+            libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+            &prog as *const libc::sock_fprog,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nothing else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as RawFd) })
+}
+
+/// Sends `listener` over the unix socket `sock` (one byte, `SCM_RIGHTS`). Allocates
+/// nothing, so it may run between fork and exec.
+pub fn send_listener(sock: RawFd, listener: RawFd) -> io::Result<()> {
+    const SPACE: usize = 64;
+    #[repr(C, align(8))]
+    struct Cmsg([u8; SPACE]);
+    let mut cbuf = Cmsg([0; SPACE]);
+    let mut byte = [b'g'];
+    let mut iov = libc::iovec {
+        iov_base: byte.as_mut_ptr().cast(),
+        iov_len: 1,
+    };
+    // SAFETY: CMSG_SPACE only computes a size.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    if space > SPACE {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    // SAFETY: a zeroed msghdr is valid; every pointer set below points at a live local.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf.0.as_mut_ptr().cast();
+    msg.msg_controllen = space;
+    // SAFETY: msg_control holds `space` bytes, enough for one header and one descriptor, so
+    // CMSG_FIRSTHDR is not null and CMSG_DATA points inside the buffer.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null() {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        (*cmsg).cmsg_level = libc::SOL_SOCKET;
+        (*cmsg).cmsg_type = libc::SCM_RIGHTS;
+        (*cmsg).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as usize;
+        std::ptr::copy_nonoverlapping(
+            (&listener as *const RawFd).cast::<u8>(),
+            libc::CMSG_DATA(cmsg),
+            std::mem::size_of::<RawFd>(),
+        );
+    }
+    // SAFETY: sendmsg reads the message built above.
+    let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
+    if n != 1 {
+        return Err(if n < 0 {
+            io::Error::last_os_error()
+        } else {
+            io::Error::from(io::ErrorKind::WriteZero)
+        });
+    }
+    Ok(())
+}
+
+/// The init's side, its last step before the policy's filter: install the gate, hand its
+/// listener to the runner, keep no copy of it or of the socket.
+pub fn install_and_hand_over(sock: RawFd) -> Result<(), String> {
+    let listener = install().map_err(|e| {
+        format!("installing the exec gate's filter with a listener failed: {e}; the kernel needs seccomp user notification (Linux 5.5 or later)")
+    })?;
+    send_listener(sock, listener.as_raw_fd())
+        .map_err(|e| format!("handing the exec gate's listener to the runner failed: {e}"))?;
+    drop(listener);
+    // SAFETY: closing the gate socket, which this process no longer needs.
+    unsafe { libc::close(sock) };
+    Ok(())
+}
+
+/// What the gate answered during one job.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct GateReport {
+    /// The init's own exec of Node was let through.
+    pub continued: bool,
+    /// Exec attempts answered `EPERM` (every one after the first, and a first that was not
+    /// the init's).
+    pub refused: u32,
+}
+
+/// The runner's side of one job's gate: the socket end the init gets, and the thread that
+/// answers its notifications.
+pub struct Gate {
+    stop: Option<OwnedFd>,
+    thread: Option<tokio::task::JoinHandle<GateReport>>,
+}
+
+/// Makes the socket pair and starts the thread serving the runner's end; returns the gate
+/// and the end to pass to the init stage as [`GATE_FD`]. Call it from a tokio runtime: the
+/// thread is one of its blocking threads, never a worker.
+pub fn start() -> io::Result<(Gate, OwnedFd)> {
+    use nix::sys::socket::{setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType};
+    let (ours, theirs) = socketpair(
+        AddressFamily::Unix,
+        SockType::SeqPacket,
+        None,
+        SockFlag::SOCK_CLOEXEC,
+    )
+    .map_err(io::Error::from)?;
+    setsockopt(&ours, sockopt::PassCred, &true).map_err(io::Error::from)?;
+    let (stop_r, stop_w) =
+        nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
+    let thread = tokio::task::spawn_blocking(move || serve(ours, stop_r, Decide::Count));
+    Ok((
+        Gate {
+            stop: Some(stop_w),
+            thread: Some(thread),
+        },
+        theirs,
+    ))
+}
+
+impl Gate {
+    /// Stops the thread (closing the listener, so an exec still pending fails) and returns
+    /// what it answered. Call it once every process of the job is gone.
+    pub async fn finish(mut self) -> GateReport {
+        self.stop.take();
+        match self.thread.take() {
+            Some(t) => t.await.unwrap_or_default(),
+            None => GateReport::default(),
+        }
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        // Closing the stop pipe ends the thread; it then closes its descriptors itself.
+        self.stop.take();
+    }
+}
+
+/// How notifications are answered. Only `Count` exists outside this module's tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Decide {
+    /// The first `execve` of the sender continues; everything else is refused.
+    Count,
+    /// Everything continues: the gate removed, for the test that shows the tests notice.
+    #[cfg(test)]
+    ContinueAll,
+}
+
+/// Waits for the init's listener on `sock`, then answers its notifications until `stop`
+/// is closed (or the filter has no process left). Blocking: run it on a thread of its own.
+pub(crate) fn serve(sock: OwnedFd, stop: OwnedFd, decide: Decide) -> GateReport {
+    let mut report = GateReport::default();
+    let Some((listener, sender)) = receive_listener(&sock, &stop) else {
+        return report;
+    };
+    drop(sock);
+    let mut first = true;
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: listener.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two descriptors this function owns, for as long as it runs.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            break;
+        }
+        if fds[1].revents != 0 {
+            break;
+        }
+        if fds[0].revents & libc::POLLIN == 0 {
+            // POLLHUP: no process holds the filter any more.
+            break;
+        }
+        // SAFETY: the kernel requires a zeroed notification buffer; all-zero is valid.
+        let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
+        // SAFETY: SECCOMP_IOCTL_NOTIF_RECV writes one `struct seccomp_notif` into `notif`.
+        let rc = unsafe {
+            libc::ioctl(
+                listener.as_raw_fd(),
+                libc::SECCOMP_IOCTL_NOTIF_RECV,
+                &mut notif,
+            )
+        };
+        if rc < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                // The notifying task was killed before we read it, or a signal.
+                Some(libc::ENOENT) | Some(libc::EINTR) => continue,
+                // Anything else: stop serving; the listener closes and every exec fails.
+                _ => break,
+            }
+        }
+        let is_init = notif.pid as i32 == sender && notif.data.nr == libc::SYS_execve as i32;
+        let allow = match decide {
+            Decide::Count => first && is_init,
+            #[cfg(test)]
+            Decide::ContinueAll => true,
+        };
+        first = false;
+        if allow && answer(&listener, notif.id, true).is_ok() {
+            report.continued = true;
+        } else {
+            // Refused, or CONTINUE not understood by the kernel: the exec fails.
+            let _ = answer(&listener, notif.id, false);
+            report.refused = report.refused.saturating_add(1);
+        }
+    }
+    report
+}
+
+/// Continues the notified call, or fails it with EPERM.
+fn answer(listener: &OwnedFd, id: u64, allow: bool) -> io::Result<()> {
+    let mut resp = libc::seccomp_notif_resp {
+        id,
+        val: 0,
+        error: if allow { 0 } else { -libc::EPERM },
+        flags: if allow {
+            libc::SECCOMP_USER_NOTIF_FLAG_CONTINUE as u32
+        } else {
+            0
+        },
+    };
+    // SAFETY: SECCOMP_IOCTL_NOTIF_SEND reads one `struct seccomp_notif_resp`.
+    let rc = unsafe {
+        libc::ioctl(
+            listener.as_raw_fd(),
+            libc::SECCOMP_IOCTL_NOTIF_SEND,
+            &mut resp,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The listener and the pid (in the runner's pid namespace) of the process that sent it,
+/// or `None` if the socket closed (the init failed before it got there) or `stop` did.
+fn receive_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<(OwnedFd, i32)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: sock.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two descriptors borrowed for the call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return None;
+        }
+        if fds[1].revents != 0 {
+            return None;
+        }
+        if fds[0].revents == 0 {
+            continue;
+        }
+        let mut byte = [0u8; 1];
+        let mut iov = [io::IoSliceMut::new(&mut byte)];
+        let mut cmsg = nix::cmsg_space!([RawFd; 4], libc::ucred);
+        let msg = match recvmsg::<()>(
+            sock.as_fd().as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_CMSG_CLOEXEC | MsgFlags::MSG_DONTWAIT,
+        ) {
+            Ok(m) => m,
+            Err(nix::errno::Errno::EAGAIN) | Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return None,
+        };
+        let mut listener = None;
+        let mut pid = None;
+        let mut extra = Vec::new();
+        for c in msg.cmsgs().ok()? {
+            match c {
+                ControlMessageOwned::ScmRights(received) => {
+                    for raw in received {
+                        // SAFETY: the kernel installed these descriptors for us just now.
+                        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+                        if listener.is_none() {
+                            listener = Some(fd);
+                        } else {
+                            extra.push(fd);
+                        }
+                    }
+                }
+                ControlMessageOwned::ScmCredentials(creds) => pid = Some(creds.pid()),
+                _ => {}
+            }
+        }
+        drop(extra);
+        if msg.bytes == 0 && listener.is_none() {
+            return None;
+        }
+        return match (listener, pid) {
+            (Some(l), Some(p)) if p > 0 => Some((l, p)),
+            _ => None,
+        };
+    }
+}
+
+/// Whether this kernel has what the gate relies on: seccomp user notification
+/// (`SECCOMP_RET_USER_NOTIF`, Linux 5.0) answered with `SECCOMP_USER_NOTIF_FLAG_CONTINUE`
+/// (Linux 5.5). Err names what is missing and what to do.
+pub fn kernel_support() -> Result<(), String> {
+    let action: u32 = libc::SECCOMP_RET_USER_NOTIF;
+    // SAFETY: SECCOMP_GET_ACTION_AVAIL reads one u32 from `action`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_ACTION_AVAIL,
+            0,
+            &action as *const u32,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "the kernel has no seccomp user notification ({}); boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y",
+            io::Error::last_os_error()
+        ));
+    }
+    // SAFETY: a zeroed struct of three u16 is valid; the kernel fills it in.
+    let mut sizes: libc::seccomp_notif_sizes = unsafe { std::mem::zeroed() };
+    // SAFETY: SECCOMP_GET_NOTIF_SIZES writes one `struct seccomp_notif_sizes`.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_seccomp,
+            libc::SECCOMP_GET_NOTIF_SIZES,
+            0,
+            &mut sizes as *mut libc::seccomp_notif_sizes,
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "the kernel does not report seccomp notification sizes ({}); boot Linux 5.5 or later",
+            io::Error::last_os_error()
+        ));
+    }
+    if (sizes.seccomp_notif as usize) < std::mem::size_of::<libc::seccomp_notif>()
+        || (sizes.seccomp_notif_resp as usize) < std::mem::size_of::<libc::seccomp_notif_resp>()
+    {
+        return Err(format!(
+            "the kernel's seccomp notification structures ({} and {} bytes) are smaller than this runner's; boot Linux 5.5 or later",
+            sizes.seccomp_notif, sizes.seccomp_notif_resp
+        ));
+    }
+    let release = nix::sys::utsname::uname()
+        .map(|u| u.release().to_string_lossy().into_owned())
+        .map_err(|e| format!("cannot read the kernel release: {e}"))?;
+    match kernel_version(&release) {
+        Some(v) if v >= (5, 5) => Ok(()),
+        Some((major, minor)) => Err(format!(
+            "kernel {major}.{minor} cannot let a notified call continue (SECCOMP_USER_NOTIF_FLAG_CONTINUE came in Linux 5.5); boot Linux 5.5 or later"
+        )),
+        None => Err(format!(
+            "cannot read the kernel version from {release:?}; the exec gate needs Linux 5.5 or later"
+        )),
+    }
+}
+
+fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// In the init stage: checks [`GATE_FD`] is a socket the runner passed and keeps it from
+/// crossing an exec. A missing gate is a setup failure: no job runs without it.
+pub fn check_inherited() -> Result<(), String> {
+    // SAFETY: a zeroed stat is valid; fstat fills it for our own descriptor.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: fstat writes into `st`.
+    if unsafe { libc::fstat(GATE_FD, &mut st) } != 0 || st.st_mode & libc::S_IFMT != libc::S_IFSOCK
+    {
+        return Err(format!(
+            "descriptor {GATE_FD} is not the exec gate's socket; the runner must pass it (a runner and an init of different versions?)"
+        ));
+    }
+    // SAFETY: fcntl on our own descriptor.
+    if unsafe { libc::fcntl(GATE_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(format!("gate descriptor: {}", io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// In the init's processes that do not become Node: close their copy of the gate socket.
+pub fn close_inherited() {
+    // SAFETY: closing our own copy of the gate socket; EBADF is harmless.
+    unsafe { libc::close(GATE_FD) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::process::CommandExt;
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(kernel_version("6.18.0-1-amd64"), Some((6, 18)));
+        assert_eq!(kernel_version("5.4.0"), Some((5, 4)));
+        assert_eq!(kernel_version("x"), None);
+    }
+
+    #[test]
+    fn the_program_sends_exactly_execve_and_execveat() {
+        // Interpreted by hand: a small checker of the program's one path per syscall.
+        let run = |arch: u32, nr: u32| -> u32 {
+            let mut pc = 0usize;
+            let mut acc = 0u32;
+            loop {
+                let i = PROGRAM[pc];
+                match i.code {
+                    BPF_LD_W_ABS => acc = if i.k == DATA_ARCH { arch } else { nr },
+                    BPF_JMP_JEQ_K => {
+                        pc += if acc == i.k { i.jt } else { i.jf } as usize;
+                    }
+                    BPF_RET_K => return i.k,
+                    other => panic!("unexpected instruction {other:#x}"),
+                }
+                pc += 1;
+            }
+        };
+        let x86 = AUDIT_ARCH_X86_64;
+        assert_eq!(run(x86, 59), libc::SECCOMP_RET_USER_NOTIF);
+        assert_eq!(run(x86, 322), libc::SECCOMP_RET_USER_NOTIF);
+        for nr in [
+            0,
+            1,
+            56,
+            57,
+            58,
+            60,
+            321,
+            323,
+            59 | 0x4000_0000,
+            520 | 0x4000_0000,
+        ] {
+            assert_eq!(run(x86, nr), libc::SECCOMP_RET_ALLOW, "nr {nr}");
+        }
+        // i386's execve is 11: another arch is left to the policy (which kills it).
+        assert_eq!(run(0x4000_0003, 11), libc::SECCOMP_RET_ALLOW);
+        assert!(kernel_support().is_ok(), "{:?}", kernel_support());
+    }
+
+    /// Runs `sh -c script` behind the gate, served by `decide`, as the init does: the
+    /// child installs the gate between fork and exec and hands its listener over, so its
+    /// exec of sh is the first notification. Returns sh's stdout and the gate's report.
+    fn behind_gate(script: &str, decide: Decide) -> (String, GateReport) {
+        use nix::sys::socket::{
+            setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType,
+        };
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .expect("socketpair");
+        setsockopt(&ours, sockopt::PassCred, &true).expect("SO_PASSCRED");
+        let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let server = std::thread::spawn(move || serve(ours, stop_r, decide));
+        let sock = theirs.as_raw_fd();
+        let mut cmd = std::process::Command::new("/bin/sh");
+        cmd.args(["-c", script]).env_clear();
+        // SAFETY: only prctl, seccomp, sendmsg and close run between fork and exec; none
+        // allocates or takes a lock.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let listener = install()?;
+                send_listener(sock, listener.as_raw_fd())?;
+                drop(listener);
+                libc::close(sock);
+                Ok(())
+            });
+        }
+        let out = cmd.output().expect("run sh behind the gate");
+        drop(theirs);
+        drop(stop_w);
+        let report = server.join().expect("gate thread");
+        (String::from_utf8_lossy(&out.stdout).into_owned(), report)
+    }
+
+    /// The first exec (sh) runs; every exec after it, by path, through /proc/self/exe,
+    /// through the loader and from a child process, is refused. Nothing is executed that
+    /// could change anything: /bin/true, and sh itself with `exit 0`.
+    #[test]
+    fn the_first_exec_runs_and_no_later_one_does() {
+        let script = "echo started; \
+            /bin/true; echo \"child=$?\"; \
+            (exec /proc/self/exe -c 'exit 0'); echo \"self=$?\"; \
+            (exec /lib64/ld-linux-x86-64.so.2 /bin/true); echo \"loader=$?\"";
+        let (out, report) = behind_gate(script, Decide::Count);
+        assert!(
+            out.starts_with("started\n"),
+            "the first exec must run: {out:?}"
+        );
+        for refused in ["child=", "self=", "loader="] {
+            let line = out
+                .lines()
+                .find(|l| l.starts_with(refused))
+                .unwrap_or_else(|| panic!("no {refused} line in {out:?}"));
+            assert_ne!(
+                line,
+                format!("{refused}0"),
+                "{refused}: an exec ran: {out:?}"
+            );
+        }
+        assert!(report.continued, "{report:?}");
+        assert_eq!(report.refused, 3, "{report:?}");
+    }
+
+    /// The gate removed (every exec continues): the same script's later execs run, so the
+    /// test above would fail. This keeps that test honest.
+    #[test]
+    fn without_the_gate_the_later_execs_run() {
+        let (out, report) = behind_gate(
+            "echo started; /bin/true; echo \"child=$?\"",
+            Decide::ContinueAll,
+        );
+        assert_eq!(out, "started\nchild=0\n");
+        assert!(report.continued && report.refused == 0, "{report:?}");
+    }
+
+    /// A first notification that is not the sender's execve is refused, and nothing
+    /// continues after it: the listener is sent by one process and the exec comes from its
+    /// child, so the credentials name another pid than the notification does.
+    #[test]
+    fn only_the_senders_own_exec_continues() {
+        use nix::sys::socket::{
+            setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType,
+        };
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )
+        .expect("socketpair");
+        setsockopt(&ours, sockopt::PassCred, &true).expect("SO_PASSCRED");
+        let (stop_r, stop_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
+        let server = std::thread::spawn(move || serve(ours, stop_r, Decide::Count));
+        let sock = theirs.as_raw_fd();
+        let mut cmd = std::process::Command::new("/bin/true");
+        // SAFETY: only prctl, seccomp, sendmsg, close, fork, execve, waitpid and _exit run
+        // between fork and exec; none allocates or takes a lock. Neither process returns:
+        // the grandchild's exit code says how its exec ended, the child passes it on.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let listener = install()?;
+                send_listener(sock, listener.as_raw_fd())?;
+                drop(listener);
+                libc::close(sock);
+                match libc::fork() {
+                    -1 => Err(io::Error::last_os_error()),
+                    0 => {
+                        let path = c"/bin/true";
+                        let argv = [path.as_ptr(), std::ptr::null()];
+                        let envp = [std::ptr::null()];
+                        libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+                        let e = *libc::__errno_location();
+                        libc::_exit(if e == libc::EPERM { 50 } else { 51 });
+                    }
+                    child => {
+                        let mut status = 0;
+                        libc::waitpid(child, &mut status, 0);
+                        libc::_exit(if libc::WIFEXITED(status) {
+                            libc::WEXITSTATUS(status)
+                        } else {
+                            41
+                        });
+                    }
+                }
+            });
+        }
+        let status = cmd.status().expect("run /bin/true behind the gate");
+        drop(theirs);
+        drop(stop_w);
+        let report = server.join().expect("gate thread");
+        assert_eq!(
+            status.code(),
+            Some(50),
+            "the grandchild's exec must fail with EPERM"
+        );
+        assert!(!report.continued, "{report:?}");
+        assert_eq!(report.refused, 1, "{report:?}");
+    }
+}
