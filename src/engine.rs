@@ -4,11 +4,12 @@
 //! clean up. Every path out of `run` removes what the job made on the host.
 
 use crate::assets;
+use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::proxy::{Egress, JobEgress};
 use crate::inputs::{self, Cache, InputError};
-use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
+use crate::job::{self, Bounds, JobResult, Net, Reason, ValidJob};
 use crate::plan::{self, JobPaths};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
@@ -22,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 pub struct Engine {
     pub config: Config,
@@ -232,14 +232,13 @@ impl Engine {
     }
 
     /// Parses, validates and runs one job given as JSON text.
-    pub async fn run_raw(&self, text: &[u8], cancel: &CancellationToken) -> JobResult {
+    pub async fn run_raw(&self, text: &[u8], cancel: &Cancel) -> JobResult {
         let head = match job::read_head(text) {
             Ok(h) => h,
             Err(job::NotAJob::NotJson(e)) => {
                 return JobResult::not_run(
                     "",
-                    Status::Rejected,
-                    "invalid_job",
+                    Reason::InvalidJob,
                     format!("the job is not JSON: {e}"),
                     Net::Deny,
                     self.node(),
@@ -254,7 +253,7 @@ impl Engine {
     }
 
     /// Runs one valid job to its terminal result.
-    pub async fn run(&self, job: ValidJob, cancel: &CancellationToken) -> JobResult {
+    pub async fn run(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
         let fetched = match &self.media {
             Some(media) => match media.fetch_missing(&job, &self.cache).await {
                 Ok(f) => f,
@@ -282,7 +281,7 @@ impl Engine {
         files: &[(String, Vec<u8>)],
         dir: &Path,
         unique: &str,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> JobResult {
         let paths = JobPaths {
             root: dir.join("root"),
@@ -392,7 +391,7 @@ impl Engine {
             wall_ms: outcome.wall.as_millis() as u64,
             cpu_ms: outcome.stats.cpu_ns / 1_000_000,
             mem_peak_bytes: outcome.stats.mem_peak_bytes,
-            net: job.net.as_str().to_string(),
+            net: job.net,
             egress: records,
             runner: job::RUNNER.to_string(),
             node: self.node().map(str::to_string),
@@ -401,33 +400,17 @@ impl Engine {
 
     fn internal(&self, job: &ValidJob, message: String) -> JobResult {
         tracing::error!(job_id = %job.job_id, %message, "internal failure");
-        JobResult::not_run(
-            &job.job_id,
-            Status::Internal,
-            "internal",
-            message,
-            job.net,
-            self.node(),
-        )
+        JobResult::not_run(&job.job_id, Reason::Internal, message, job.net, self.node())
     }
 
     fn input_failure(&self, job: &ValidJob, e: InputError) -> JobResult {
-        let (status, reason) = match &e {
-            InputError::Missing { .. } | InputError::Unavailable { .. } => {
-                (Status::Integrity, "input_missing")
-            }
-            InputError::Mismatch { .. } => (Status::Integrity, "sha256_mismatch"),
-            InputError::Content(_) => (Status::Rejected, "invalid_job"),
-            InputError::Io { .. } => (Status::Internal, "internal"),
+        let reason = match &e {
+            InputError::Missing { .. } | InputError::Unavailable { .. } => Reason::InputMissing,
+            InputError::Mismatch { .. } => Reason::Sha256Mismatch,
+            InputError::Content(_) => Reason::InvalidJob,
+            InputError::Io { .. } => Reason::Internal,
         };
-        JobResult::not_run(
-            &job.job_id,
-            status,
-            reason,
-            e.to_string(),
-            job.net,
-            self.node(),
-        )
+        JobResult::not_run(&job.job_id, reason, e.to_string(), job.net, self.node())
     }
 }
 

@@ -6,9 +6,9 @@
 //! `limits`. A request may narrow them; asking for more is an error, never a silent widening.
 
 use crate::job::{
-    self, Args, Bounds, Input, Job, Limits, Net, ARTIFACT, MAX_INPUTS, MAX_INPUTS_TOTAL_BYTES,
-    MAX_JOB_ID_LEN, MAX_JS_BYTES, MAX_NAME_COMPONENTS, MEM_BYTES_CAP, MEM_BYTES_DEFAULT,
-    MEM_BYTES_MIN, WALL_MS_CAP, WALL_MS_DEFAULT,
+    self, Args, Bounds, Input, Job, Limits, Net, Reason, ARTIFACT, MAX_INPUTS,
+    MAX_INPUTS_TOTAL_BYTES, MAX_JOB_ID_LEN, MAX_JS_BYTES, MAX_NAME_COMPONENTS, MEM_BYTES_CAP,
+    MEM_BYTES_DEFAULT, MEM_BYTES_MIN, WALL_MS_CAP, WALL_MS_DEFAULT,
 };
 use crate::json_text::JsonText;
 use base64::Engine as _;
@@ -143,7 +143,7 @@ pub enum SkillError {
     #[error("the job built from {dir} breaks a rule of the runner ({reason}): {message}")]
     Job {
         dir: PathBuf,
-        reason: &'static str,
+        reason: Reason,
         message: String,
     },
 }

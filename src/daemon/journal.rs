@@ -13,7 +13,7 @@
 //!
 //! Calls block on disk I/O: from async code, call them on the blocking pool.
 
-use crate::job::{JobResult, Net, Status};
+use crate::job::{JobResult, Net, Reason};
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
@@ -535,9 +535,9 @@ impl Journal {
                 run_id,
                 now,
                 tool,
-                result.net,
+                result.net.as_str(),
                 result.status.as_str(),
-                result.reason,
+                result.reason_str(),
                 text
             ],
         )?;
@@ -577,7 +577,13 @@ fn finish_in(
     Ok(conn.execute(
         "UPDATE jobs SET state = 'done', status = ?2, reason = ?3, result = ?4, finished_ms = ?5
          WHERE job_id = ?1 AND state = 'queued'",
-        params![job_id, result.status.as_str(), result.reason, text, now],
+        params![
+            job_id,
+            result.status.as_str(),
+            result.reason_str(),
+            text,
+            now
+        ],
     )?)
 }
 
@@ -585,8 +591,7 @@ fn finish_in(
 pub fn restarted(job_id: &str, net: Net, node: Option<&str>) -> JobResult {
     JobResult::not_run(
         job_id,
-        Status::Internal,
-        "runner_restarted",
+        Reason::RunnerRestarted,
         "the runner restarted (it was stopped or crashed) before the job ended; it may have \
          started, and whatever it left on the host was removed",
         net,
@@ -597,9 +602,18 @@ pub fn restarted(job_id: &str, net: Net, node: Option<&str>) -> JobResult {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::job::Status;
 
-    fn result(id: &str, status: Status, reason: &str) -> JobResult {
-        JobResult::not_run(id, status, reason, "m", Net::Deny, Some("v24"))
+    fn result(id: &str, reason: Reason) -> JobResult {
+        JobResult::not_run(id, reason, "m", Net::Deny, Some("v24"))
+    }
+
+    /// An `ok` result: no reason.
+    fn ok(id: &str) -> JobResult {
+        let mut r = result(id, Reason::Exit);
+        r.status = Status::Ok;
+        r.reason = None;
+        r
     }
 
     #[test]
@@ -613,7 +627,7 @@ mod tests {
         j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
         assert!(j.accept("a", run, "t", Net::Deny, now_ms()).is_err());
         assert_eq!(j.get("a").unwrap(), Some(Entry::Accepted));
-        let ok = result("a", Status::Ok, "x");
+        let ok = ok("a");
         j.finish(&ok).unwrap();
         assert!(j.finish(&ok).is_err(), "a job ends once");
         assert_eq!(j.get("a").unwrap(), Some(Entry::Done(Box::new(ok.clone()))));
@@ -658,19 +672,19 @@ mod tests {
         let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
         let (run, _) = j.begin_run(1).unwrap();
         assert!(j
-            .record_rejected(&result("r", Status::Rejected, "busy"), run, "t")
+            .record_rejected(&result("r", Reason::Busy), run, "t")
             .unwrap());
         assert!(j
-            .record_rejected(&result("r", Status::Rejected, "runner_off"), run, "t")
+            .record_rejected(&result("r", Reason::RunnerOff), run, "t")
             .unwrap());
         j.accept("r", run, "t", Net::Deny, now_ms()).unwrap();
         assert!(!j
-            .record_rejected(&result("r", Status::Rejected, "busy"), run, "t")
+            .record_rejected(&result("r", Reason::Busy), run, "t")
             .unwrap());
-        j.finish(&result("r", Status::Limit, "wall")).unwrap();
+        j.finish(&result("r", Reason::Wall)).unwrap();
         assert!(j.accept("r", run, "t", Net::Deny, now_ms()).is_err());
         assert!(!j
-            .record_rejected(&result("r", Status::Rejected, "busy"), run, "t")
+            .record_rejected(&result("r", Reason::Busy), run, "t")
             .unwrap());
         match j.get("r").unwrap() {
             Some(Entry::Done(r)) => assert_eq!(r.status, Status::Limit),
@@ -693,7 +707,7 @@ mod tests {
             let j = Journal::open(&path).unwrap();
             let (run, _) = j.begin_run(1).unwrap();
             j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
-            j.finish(&result("a", Status::Ok, "x")).unwrap();
+            j.finish(&ok("a")).unwrap();
             j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
             std::fs::remove_file(&path).unwrap();
             if also_wal {
@@ -702,7 +716,7 @@ mod tests {
                 }
             }
             // The next write notices, writes the journal back, then writes its row.
-            j.finish(&result("b", Status::Error, "exit")).unwrap();
+            j.finish(&result("b", Reason::Exit)).unwrap();
             assert!(path.is_file());
             j.accept("c", run, "t", Net::Deny, now_ms()).unwrap();
             // What a restart would read: everything, from the file at the path.
@@ -746,7 +760,7 @@ mod tests {
         let j = Journal::open(&path).unwrap();
         let (run, _) = j.begin_run(1).unwrap();
         j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
-        j.finish(&result("a", Status::Ok, "x")).unwrap();
+        j.finish(&ok("a")).unwrap();
         drop(j);
         // As if the daemon died after closing the removed file, before the rename.
         std::fs::rename(&path, write_back_copy(&path)).unwrap();
@@ -764,14 +778,14 @@ mod tests {
         j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
         std::fs::remove_file(&path).unwrap();
         std::fs::write(&path, "someone else's").unwrap();
-        let e = j.finish(&result("a", Status::Ok, "x")).unwrap_err();
+        let e = j.finish(&ok("a")).unwrap_err();
         assert_eq!(e.kind, Trouble::Detached);
         assert!(e.to_string().contains("Move that file away"), "{e}");
         assert_eq!(j.check_file().unwrap_err().kind, Trouble::Detached);
         assert_eq!(std::fs::read(&path).unwrap(), b"someone else's");
         // Moved away: the journal comes back, and the write goes through.
         std::fs::remove_file(&path).unwrap();
-        j.finish(&result("a", Status::Ok, "x")).unwrap();
+        j.finish(&ok("a")).unwrap();
         assert_eq!(done(&Journal::open(&path).unwrap(), "a"), Some(Status::Ok));
     }
 
@@ -794,8 +808,9 @@ mod tests {
         for i in 0..400 {
             let id = format!("job-{i:04}-{}", "x".repeat(40));
             j.accept(&id, run, "t", Net::Deny, now_ms()).unwrap();
-            j.finish(&result(&id, Status::Ok, &"y".repeat(200)))
-                .unwrap();
+            let mut r = ok(&id);
+            r.message = Some("y".repeat(200));
+            j.finish(&r).unwrap();
         }
         drop(j);
         let len = std::fs::metadata(&path).unwrap().len();
@@ -815,7 +830,7 @@ mod tests {
         let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
         let (run, _) = j.begin_run(1).unwrap();
         j.accept("old", run, "t", Net::Deny, 0).unwrap();
-        j.finish(&result("old", Status::Ok, "x")).unwrap();
+        j.finish(&ok("old")).unwrap();
         j.accept("open", run, "t", Net::Deny, 0).unwrap();
         assert_eq!(j.prune(now_ms() - 60_000).unwrap(), 0);
         assert_eq!(j.prune(now_ms() + 1).unwrap(), 1);

@@ -7,11 +7,13 @@
 //! folder are still there (see [`jobs::Jobs::check_state`]), retention pruning, and a
 //! graceful stop on SIGTERM.
 
+pub mod admit;
 pub mod http;
 pub mod jobs;
 pub mod journal;
 pub mod metrics;
 pub mod recovery;
+pub mod runner;
 pub mod skills;
 pub mod socket;
 
