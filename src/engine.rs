@@ -313,9 +313,20 @@ impl Engine {
             mem_bytes: job.mem_bytes,
             pids_max: self.config.runner.pids_max,
         };
-        let cgroup = match self.cgroups.create_job(unique, &limits) {
-            Ok(c) => c,
-            Err(e) => return self.internal(job, format!("cannot create the job's cgroup: {e}")),
+        // Off the async workers: creating writes a handful of cgroup files.
+        let (host, name) = (self.cgroups.clone(), unique.to_string());
+        let created = tokio::task::spawn_blocking(move || host.create_job(&name, &limits)).await;
+        let cgroup = match created {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return self.internal(job, format!("cannot create the job's cgroup: {e}"))
+            }
+            Err(e) => {
+                return self.internal(
+                    job,
+                    format!("the thread creating the job's cgroup failed: {e}"),
+                )
+            }
         };
         let mut plan = plan::build(
             job,
@@ -333,7 +344,7 @@ impl Engine {
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {
-                let _ = cgroup.remove();
+                let _ = cgroup.remove_blocking().await;
                 return self.internal(job, format!("cannot encode the plan: {e}"));
             }
         };
@@ -345,7 +356,7 @@ impl Engine {
             match self.egress.start(&job.job_id, job.net).await {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    let _ = cgroup.remove();
+                    let _ = cgroup.remove_blocking().await;
                     return self.internal(job, format!("cannot start the job's egress: {e}"));
                 }
             }
@@ -364,7 +375,7 @@ impl Engine {
             Some(e) => e.finish().await,
             None => Vec::new(),
         };
-        let removed = cgroup.remove();
+        let removed = cgroup.remove_blocking().await;
         let outcome = match outcome {
             Ok(o) => o,
             Err(e) => {

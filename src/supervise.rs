@@ -191,7 +191,7 @@ pub async fn run(
     };
     let mut wall_taken = started.elapsed();
     // Whatever ended it, nothing of the job may outlive this function.
-    let kill_result = cgroup.kill_all();
+    let kill_result = cgroup.kill_all_blocking().await;
     let _ = child.start_kill();
     let _ = child.wait().await;
     if killed.is_none() {
