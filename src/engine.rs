@@ -10,7 +10,7 @@ use crate::egress::policy::EgressPolicy;
 use crate::egress::proxy::{Egress, JobEgress};
 use crate::inputs::{self, Cache, InputError};
 use crate::job::{self, Bounds, JobResult, Net, Reason, ValidJob};
-use crate::plan::{self, JobPaths};
+use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
@@ -151,11 +151,6 @@ impl Engine {
         let egress = Egress::new(egress_policy, &config.runner.dns_servers);
         if let Some(problem) = egress.problem() {
             tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
-        }
-        if config.runner.pretend_missing.iter().any(|l| l == "cgroups") {
-            return Err(layer(
-                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited",
-            ));
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
@@ -298,10 +293,6 @@ impl Engine {
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
-        let filters = match self.filters.get(job.net) {
-            Ok(f) => f,
-            Err(e) => return self.internal(job, e),
-        };
         // Held until this function returns: after the job's processes are gone and its
         // cgroup removed.
         let lease = match self.uids.lease() {
@@ -328,19 +319,26 @@ impl Engine {
                 )
             }
         };
-        let mut plan = plan::build(
+        let built = plan::build(PlanInputs {
             job,
-            &self.runtime,
-            &paths,
+            runtime: &self.runtime,
+            paths: &paths,
             files,
-            &self.preload,
-            filters.clone(),
-            cgroup.self_join_files(),
+            preload: &self.preload,
+            seccomp: &|net| self.filters.get(net),
+            cgroup_join: cgroup.self_join_files(),
             uid,
-            &self.egress.policy().ports,
-            &|p: &Path| p.exists(),
-        );
-        plan.fault = self.config.runner.fault_inject.clone();
+            egress_ports: &self.egress.policy().ports,
+            existing: &|p: &Path| p.exists(),
+            fault: self.config.runner.fault_inject,
+        });
+        let plan = match built {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = cgroup.remove_blocking().await;
+                return self.internal(job, e);
+            }
+        };
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {

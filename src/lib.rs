@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod egress;
 pub mod engine;
+pub mod fault;
 pub mod inputs;
 pub mod job;
 pub mod json_text;

@@ -7,6 +7,7 @@ pub mod netns;
 pub mod seccomp;
 pub mod uids;
 
+use crate::fault::MissingLayer;
 use std::path::Path;
 
 /// What the host gives, layer by layer (cgroups and Node are checked by their modules).
@@ -17,6 +18,10 @@ pub struct Layers {
     pub landlock_abi: i32,
     pub seccomp: bool,
     pub kernel: String,
+    /// The cgroups are treated as missing (`pretend_missing`); otherwise the cgroup module
+    /// checks them.
+    #[serde(skip)]
+    pub no_cgroups: bool,
 }
 
 /// The namespaces every job gets (SPEC.md: mount, pid, net, ipc, uts, cgroup).
@@ -36,17 +41,18 @@ impl Layers {
             landlock_abi: landlock::kernel_abi(),
             seccomp: seccomp_available(),
             kernel,
+            no_cgroups: false,
         }
     }
 
     /// Marks layers absent (configuration `pretend_missing`, for tests of failing closed).
-    pub fn pretend_missing(&mut self, layers: &[String]) {
+    pub fn pretend_missing(&mut self, layers: &[MissingLayer]) {
         for l in layers {
-            match l.as_str() {
-                "landlock" => self.landlock_abi = 0,
-                "seccomp" => self.seccomp = false,
-                "namespaces" => self.namespaces.iter_mut().for_each(|n| n.1 = false),
-                _ => {}
+            match l {
+                MissingLayer::Landlock => self.landlock_abi = 0,
+                MissingLayer::Seccomp => self.seccomp = false,
+                MissingLayer::Namespaces => self.namespaces.iter_mut().for_each(|n| n.1 = false),
+                MissingLayer::Cgroups => self.no_cgroups = true,
             }
         }
     }
@@ -72,6 +78,12 @@ impl Layers {
         if !self.seccomp {
             return Some(
                 "seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER=y".into(),
+            );
+        }
+        if self.no_cgroups {
+            return Some(
+                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited"
+                    .into(),
             );
         }
         None
