@@ -13,6 +13,8 @@ pub mod inputs;
 pub mod job;
 pub mod json_text;
 pub mod media;
+#[cfg(test)]
+mod module_graph;
 pub mod plan;
 pub mod runtime;
 pub mod sandbox;

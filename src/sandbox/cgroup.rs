@@ -54,6 +54,7 @@
 //! stranger is never hit), thaws, and repeats until the job is empty, for at most a second.
 //! These calls sleep briefly: from async code, call them in a blocking task.
 
+mod common;
 mod detect;
 mod systemd;
 mod v1;
@@ -409,7 +410,7 @@ impl CgroupHost {
         let host_systemd = systemd::HostSystemd;
         let fs_root = Path::new("/");
         detect::detect_at(
-            &detect::HostView {
+            &common::HostView {
                 mountinfo: &mountinfo,
                 self_cgroup: &self_cgroup,
                 fs_root,

@@ -3,7 +3,8 @@
 //! mkdir, cgroup.procs moves a pid, subtree_control checks what is offered, rmdir refuses
 //! a populated cgroup) and never signals anything.
 
-use super::detect::{detect_at, parse_mountinfo, parse_self_cgroup, HostView};
+use super::common::{parse_mountinfo, parse_self_cgroup, HostView};
+use super::detect::detect_at;
 use super::systemd::Systemd;
 use super::*;
 use std::collections::BTreeSet;
