@@ -146,7 +146,7 @@ impl Engine {
                 .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
         })?;
         for server in &config.runner.dns_servers {
-            crate::egress::proxy::parse_dns_server(server).map_err(layer)?;
+            crate::egress::resolver::parse_dns_server(server).map_err(layer)?;
         }
         let egress = Egress::new(egress_policy, &config.runner.dns_servers);
         if let Some(problem) = egress.problem() {
