@@ -585,7 +585,7 @@ fn the_daemon_runs_jobs_over_its_socket() {
     match j.get("dtest-run-term").expect("journal") {
         Some(Entry::Done(r)) => {
             assert_eq!(r.status.as_str(), "internal");
-            assert_eq!(r.reason.as_deref(), Some("shutdown"));
+            assert_eq!(r.reason_str(), Some("shutdown"));
         }
         other => panic!("{other:?}"),
     }

@@ -10,13 +10,13 @@
 
 use crate::common::*;
 use base64::Engine as _;
+use openvibe_skill_runner::cancel::Cancel;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use openvibe_skill_runner::job::{parse_job_value, Bounds, JobResult};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::path::PathBuf;
-use tokio_util::sync::CancellationToken;
 
 fn compromised_engine(state: &State) -> Engine {
     let mut config = Config::default();
@@ -50,7 +50,7 @@ fn run_route(engine: &Engine, job_id: &str, route: &str, loader: &str, net: &str
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let result: JobResult = rt.block_on(engine.run(valid, &CancellationToken::new()));
+    let result: JobResult = rt.block_on(engine.run(valid, &Cancel::new()));
     serde_json::to_value(&result).expect("result json")
 }
 

@@ -7,6 +7,7 @@
 
 use crate::common::*;
 use base64::Engine as _;
+use openvibe_skill_runner::cancel::Cancel;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use openvibe_skill_runner::job::{parse_job_value, Bounds, JobResult};
@@ -14,7 +15,6 @@ use serde_json::{json, Value};
 use sha2::Digest;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use tokio_util::sync::CancellationToken;
 
 /// Compiles the probe into a directory of its own: root-owned, 0755, static.
 fn compile_probe() -> (tempfile::TempDir, PathBuf) {
@@ -119,7 +119,7 @@ fn run_probe_files(
         .enable_all()
         .build()
         .expect("tokio runtime");
-    let result: JobResult = rt.block_on(engine.run(valid, &CancellationToken::new()));
+    let result: JobResult = rt.block_on(engine.run(valid, &Cancel::new()));
     serde_json::to_value(&result).expect("result json")
 }
 

@@ -92,7 +92,10 @@ const MAX_WALL_MS: u64 = 30_000;
 fn with_scaled_wall(dir: &Path, tool: &str, scale: u64) -> tempfile::TempDir {
     fn copy(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).expect("mkdir");
-        for entry in std::fs::read_dir(from).expect("read the skill folder").flatten() {
+        for entry in std::fs::read_dir(from)
+            .expect("read the skill folder")
+            .flatten()
+        {
             let target = to.join(entry.file_name());
             if entry.file_type().expect("file type").is_dir() {
                 copy(&entry.path(), &target);

@@ -70,11 +70,11 @@ pub struct RunnerConfig {
     /// "namespaces", "mounts", "capabilities", "landlock", "seccomp"). It can only make
     /// jobs fail, never run them with less.
     #[serde(default)]
-    pub fault_inject: Option<String>,
+    pub fault_inject: Option<crate::fault::Fault>,
     /// Tests of failing closed only: treat these layers as absent on this host
     /// ("landlock", "seccomp", "namespaces", "cgroups").
     #[serde(default)]
-    pub pretend_missing: Vec<String>,
+    pub pretend_missing: Vec<crate::fault::MissingLayer>,
     /// Jobs the daemon runs at once; 0 means the number of CPU cores.
     #[serde(default)]
     pub max_jobs: usize,

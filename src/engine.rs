@@ -4,12 +4,13 @@
 //! clean up. Every path out of `run` removes what the job made on the host.
 
 use crate::assets;
+use crate::cancel::Cancel;
 use crate::config::Config;
 use crate::egress::policy::EgressPolicy;
 use crate::egress::proxy::{Egress, JobEgress};
 use crate::inputs::{self, Cache, InputError};
-use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
-use crate::plan::{self, JobPaths};
+use crate::job::{self, Bounds, JobResult, Net, Reason, ValidJob};
+use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
@@ -22,7 +23,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
-use tokio_util::sync::CancellationToken;
 
 pub struct Engine {
     pub config: Config,
@@ -148,16 +148,11 @@ impl Engine {
                 .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
         })?;
         for server in &config.runner.dns_servers {
-            crate::egress::proxy::parse_dns_server(server).map_err(layer)?;
+            crate::egress::resolver::parse_dns_server(server).map_err(layer)?;
         }
         let egress = Egress::new(egress_policy, &config.runner.dns_servers);
         if let Some(problem) = egress.problem() {
             tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
-        }
-        if config.runner.pretend_missing.iter().any(|l| l == "cgroups") {
-            return Err(layer(
-                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited",
-            ));
         }
         let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
@@ -244,14 +239,13 @@ impl Engine {
     }
 
     /// Parses, validates and runs one job given as JSON text.
-    pub async fn run_raw(&self, text: &[u8], cancel: &CancellationToken) -> JobResult {
+    pub async fn run_raw(&self, text: &[u8], cancel: &Cancel) -> JobResult {
         let head = match job::read_head(text) {
             Ok(h) => h,
             Err(job::NotAJob::NotJson(e)) => {
                 return JobResult::not_run(
                     "",
-                    Status::Rejected,
-                    "invalid_job",
+                    Reason::InvalidJob,
                     format!("the job is not JSON: {e}"),
                     Net::Deny,
                     self.node(),
@@ -266,7 +260,7 @@ impl Engine {
     }
 
     /// Runs one valid job to its terminal result.
-    pub async fn run(&self, job: ValidJob, cancel: &CancellationToken) -> JobResult {
+    pub async fn run(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
         let fetched = match &self.media {
             Some(media) => match media.fetch_missing(&job, &self.cache).await {
                 Ok(f) => f,
@@ -294,7 +288,7 @@ impl Engine {
         files: &[(String, Vec<u8>)],
         dir: &Path,
         unique: &str,
-        cancel: &CancellationToken,
+        cancel: &Cancel,
     ) -> JobResult {
         let paths = JobPaths {
             root: dir.join("root"),
@@ -311,10 +305,6 @@ impl Engine {
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
-        let filters = match self.filters.get(job.net) {
-            Ok(f) => f,
-            Err(e) => return self.internal(job, e),
-        };
         // Held until this function returns: after the job's processes are gone and its
         // cgroup removed.
         let lease = match self.uids.lease() {
@@ -326,30 +316,48 @@ impl Engine {
             mem_bytes: job.mem_bytes,
             pids_max: self.config.runner.pids_max,
         };
-        let cgroup = match self.cgroups.create_job(unique, &limits) {
-            Ok(c) => c,
-            Err(e) => return self.internal(job, format!("cannot create the job's cgroup: {e}")),
+        // Off the async workers: creating writes a handful of cgroup files.
+        let (host, name) = (self.cgroups.clone(), unique.to_string());
+        let created = tokio::task::spawn_blocking(move || host.create_job(&name, &limits)).await;
+        let cgroup = match created {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return self.internal(job, format!("cannot create the job's cgroup: {e}"))
+            }
+            Err(e) => {
+                return self.internal(
+                    job,
+                    format!("the thread creating the job's cgroup failed: {e}"),
+                )
+            }
         };
-        let mut plan = plan::build(
+        let built = plan::build(PlanInputs {
             job,
-            &self.runtime,
-            &paths,
+            runtime: &self.runtime,
+            paths: &paths,
             files,
-            &self.preload,
-            filters.clone(),
-            cgroup.self_join_files(),
+            preload: &self.preload,
+            seccomp: &|net| self.filters.get(net),
+            cgroup_join: cgroup.self_join_files(),
             uid,
-            &self.egress.policy().ports,
-            &|p: &Path| p.exists(),
-        );
-        plan.fault = self.config.runner.fault_inject.clone();
+            egress_ports: &self.egress.policy().ports,
+            existing: &|p: &Path| p.exists(),
+            fault: self.config.runner.fault_inject,
+        });
+        let mut plan = match built {
+            Ok(p) => p,
+            Err(e) => {
+                let _ = cgroup.remove_blocking().await;
+                return self.internal(job, e);
+            }
+        };
         if self.compromised_node {
             plan.argv.retain(|a| !plan::is_node_hardening_flag(a));
         }
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {
-                let _ = cgroup.remove();
+                let _ = cgroup.remove_blocking().await;
                 return self.internal(job, format!("cannot encode the plan: {e}"));
             }
         };
@@ -361,7 +369,7 @@ impl Engine {
             match self.egress.start(&job.job_id, job.net).await {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    let _ = cgroup.remove();
+                    let _ = cgroup.remove_blocking().await;
                     return self.internal(job, format!("cannot start the job's egress: {e}"));
                 }
             }
@@ -380,7 +388,7 @@ impl Engine {
             Some(e) => e.finish().await,
             None => Vec::new(),
         };
-        let removed = cgroup.remove();
+        let removed = cgroup.remove_blocking().await;
         let outcome = match outcome {
             Ok(o) => o,
             Err(e) => {
@@ -410,7 +418,7 @@ impl Engine {
             wall_ms: outcome.wall.as_millis() as u64,
             cpu_ms: outcome.stats.cpu_ns / 1_000_000,
             mem_peak_bytes: outcome.stats.mem_peak_bytes,
-            net: job.net.as_str().to_string(),
+            net: job.net,
             egress: records,
             runner: job::RUNNER.to_string(),
             node: self.node().map(str::to_string),
@@ -419,33 +427,17 @@ impl Engine {
 
     fn internal(&self, job: &ValidJob, message: String) -> JobResult {
         tracing::error!(job_id = %job.job_id, %message, "internal failure");
-        JobResult::not_run(
-            &job.job_id,
-            Status::Internal,
-            "internal",
-            message,
-            job.net,
-            self.node(),
-        )
+        JobResult::not_run(&job.job_id, Reason::Internal, message, job.net, self.node())
     }
 
     fn input_failure(&self, job: &ValidJob, e: InputError) -> JobResult {
-        let (status, reason) = match &e {
-            InputError::Missing { .. } | InputError::Unavailable { .. } => {
-                (Status::Integrity, "input_missing")
-            }
-            InputError::Mismatch { .. } => (Status::Integrity, "sha256_mismatch"),
-            InputError::Content(_) => (Status::Rejected, "invalid_job"),
-            InputError::Io { .. } => (Status::Internal, "internal"),
+        let reason = match &e {
+            InputError::Missing { .. } | InputError::Unavailable { .. } => Reason::InputMissing,
+            InputError::Mismatch { .. } => Reason::Sha256Mismatch,
+            InputError::Content(_) => Reason::InvalidJob,
+            InputError::Io { .. } => Reason::Internal,
         };
-        JobResult::not_run(
-            &job.job_id,
-            status,
-            reason,
-            e.to_string(),
-            job.net,
-            self.node(),
-        )
+        JobResult::not_run(&job.job_id, reason, e.to_string(), job.net, self.node())
     }
 }
 

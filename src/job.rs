@@ -10,6 +10,9 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use std::collections::HashSet;
 
+mod result;
+pub use result::{EgressRecord, JobResult, LookupOutcome, Reason, Status};
+
 /// The one artifact this runner serves.
 pub const ARTIFACT: &str = "openvibe-skill-runner@1.0.0";
 /// What the result's `runner` field says.
@@ -162,21 +165,22 @@ impl ValidInput {
 /// Why a job was turned away before anything ran.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rejection {
-    pub reason: &'static str,
+    /// `invalid_job` or `limits_above_cap`.
+    pub reason: Reason,
     pub message: String,
 }
 
 impl Rejection {
     fn invalid(message: impl Into<String>) -> Self {
         Rejection {
-            reason: "invalid_job",
+            reason: Reason::InvalidJob,
             message: message.into(),
         }
     }
 
     fn above_cap(message: impl Into<String>) -> Self {
         Rejection {
-            reason: "limits_above_cap",
+            reason: Reason::LimitsAboveCap,
             message: message.into(),
         }
     }
@@ -655,142 +659,6 @@ pub fn check_input_content(name: &str, bytes: &[u8]) -> Result<(), String> {
 
 fn truncate_for_message(s: &str) -> String {
     s.chars().take(80).collect()
-}
-
-/// Terminal statuses (SPEC.md, Result).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    Ok,
-    Error,
-    Limit,
-    Integrity,
-    Rejected,
-    Expired,
-    Cancelled,
-    Internal,
-}
-
-impl Status {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Error => "error",
-            Status::Limit => "limit",
-            Status::Integrity => "integrity",
-            Status::Rejected => "rejected",
-            Status::Expired => "expired",
-            Status::Cancelled => "cancelled",
-            Status::Internal => "internal",
-        }
-    }
-}
-
-/// One attempt to reach the network (filled in once egress exists).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EgressRecord {
-    pub host: String,
-    pub port: u16,
-    pub allowed: bool,
-    pub bytes_out: u64,
-    pub bytes_in: u64,
-    /// Only on a name lookup (port 53), recorded once per name: what the tool was told.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dns: Option<LookupOutcome>,
-}
-
-/// What the job's DNS told the tool about a name (the `dns` field of a port-53 record).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LookupOutcome {
-    /// The name has addresses: the tool got a synthetic one.
-    Answered,
-    /// The name exists upstream but has no address (NOERROR, no data).
-    NoData,
-    /// The upstream says the name does not exist (NXDOMAIN).
-    Nxdomain,
-    /// The upstream failed or did not answer in time (SERVFAIL).
-    Servfail,
-    /// The job may not look the name up (NXDOMAIN; never asked upstream).
-    Refused,
-    /// The job has looked up as many names as it may (REFUSED).
-    Limit,
-}
-
-/// The result, field for field as SPEC.md shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct JobResult {
-    pub job_id: String,
-    pub status: Status,
-    pub reason: Option<String>,
-    pub message: Option<String>,
-    /// The exact JSON text the tool wrote (src/json_text.rs). Absent unless `ok`; a tool
-    /// that wrote `null` has `"output":null`, which reads back as that answer, not as none.
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "present_output"
-    )]
-    pub output: Option<JsonText>,
-    pub stderr: String,
-    pub stderr_truncated: bool,
-    pub exit_code: Option<i32>,
-    pub signal: Option<String>,
-    pub wall_ms: u64,
-    pub cpu_ms: u64,
-    pub mem_peak_bytes: u64,
-    pub net: String,
-    pub egress: Vec<EgressRecord>,
-    pub runner: String,
-    pub node: Option<String>,
-}
-
-/// A present `output` is the tool's answer, `null` included.
-fn present_output<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<JsonText>, D::Error> {
-    JsonText::deserialize(d).map(Some)
-}
-
-impl JobResult {
-    /// A result for a job that did not run: every measurement zero.
-    pub fn not_run(
-        job_id: &str,
-        status: Status,
-        reason: &str,
-        message: impl Into<String>,
-        net: Net,
-        node: Option<&str>,
-    ) -> JobResult {
-        JobResult {
-            job_id: job_id.to_string(),
-            status,
-            reason: Some(reason.to_string()),
-            message: Some(message.into()),
-            output: None,
-            stderr: String::new(),
-            stderr_truncated: false,
-            exit_code: None,
-            signal: None,
-            wall_ms: 0,
-            cpu_ms: 0,
-            mem_peak_bytes: 0,
-            net: net.as_str().to_string(),
-            egress: Vec::new(),
-            runner: RUNNER.to_string(),
-            node: node.map(str::to_string),
-        }
-    }
-
-    pub fn rejected(job_id: &str, rejection: &Rejection, net: Net, node: Option<&str>) -> Self {
-        JobResult::not_run(
-            job_id,
-            Status::Rejected,
-            rejection.reason,
-            rejection.message.clone(),
-            net,
-            node,
-        )
-    }
 }
 
 #[cfg(test)]

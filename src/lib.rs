@@ -2,15 +2,19 @@
 //! Linux sandbox and hands back one JSON value.
 
 pub mod assets;
+pub mod cancel;
 pub mod config;
 pub mod daemon;
 pub mod doctor;
 pub mod egress;
 pub mod engine;
+pub mod fault;
 pub mod inputs;
 pub mod job;
 pub mod json_text;
 pub mod media;
+#[cfg(test)]
+mod module_graph;
 pub mod plan;
 pub mod runtime;
 pub mod sandbox;

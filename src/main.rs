@@ -1,4 +1,5 @@
 use clap::{Parser, Subcommand};
+use openvibe_skill_runner::cancel::Cancel;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use openvibe_skill_runner::job::{JobResult, Net};
@@ -7,7 +8,6 @@ use openvibe_skill_runner::{doctor, sandbox, skill};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
 #[command(
@@ -124,9 +124,7 @@ fn run(cli: Cli) -> ExitCode {
                 Err(e) => return usage(e),
             };
             let result = match start(config) {
-                Ok(engine) => {
-                    block_on(async move { engine.run_raw(&text, &CancellationToken::new()).await })
-                }
+                Ok(engine) => block_on(async move { engine.run_raw(&text, &Cancel::new()).await }),
                 Err(r) => *r,
             };
             print_json(&result);
@@ -170,9 +168,7 @@ fn run(cli: Cli) -> ExitCode {
                 Err(e) => return usage(format!("cannot serialize the job: {e}")),
             };
             let result = match start(config) {
-                Ok(engine) => {
-                    block_on(async move { engine.run_raw(&text, &CancellationToken::new()).await })
-                }
+                Ok(engine) => block_on(async move { engine.run_raw(&text, &Cancel::new()).await }),
                 Err(r) => *r,
             };
             if json {
@@ -194,8 +190,7 @@ fn start(config: Config) -> Result<Engine, Box<JobResult>> {
     Engine::start(config).map_err(|e| {
         Box::new(JobResult::not_run(
             "",
-            openvibe_skill_runner::job::Status::Internal,
-            "runner_unavailable",
+            openvibe_skill_runner::job::Reason::RunnerUnavailable,
             format!("{e} (run `openvibe-skill-runner doctor` for every layer)"),
             Net::Deny,
             None,
@@ -272,8 +267,7 @@ fn print_json(result: &JobResult) {
 
 fn print_human(r: &JobResult) {
     let reason = r
-        .reason
-        .as_deref()
+        .reason_str()
         .map(|x| format!(" ({x})"))
         .unwrap_or_default();
     println!("status: {}{reason}", r.status.as_str());
@@ -311,7 +305,7 @@ fn print_human(r: &JobResult) {
         r.wall_ms,
         r.cpu_ms,
         r.mem_peak_bytes as f64 / 1048576.0,
-        r.net,
+        r.net.as_str(),
         r.node.as_deref().unwrap_or("?")
     );
 }

@@ -4,6 +4,7 @@
 //! files appear in the job's root, which landlock rights, which seccomp programs, which
 //! uid, which Node flags. Tests check the plan, not the kernel.
 
+use crate::fault::Fault;
 use crate::job::{Net, ValidJob};
 use crate::runtime::Runtime;
 use crate::sandbox::seccomp::CompiledFilters;
@@ -33,6 +34,14 @@ pub const ROOT_TMPFS_SLACK: u64 = 1024 * 1024;
 const HEAP_FRACTION_NUM: u64 = 1;
 const HEAP_FRACTION_DEN: u64 = 2;
 const MIB: u64 = 1024 * 1024;
+/// Open files per process.
+pub const NOFILE: u64 = 256;
+/// The core-dump limit: 1, not 0. The kernel ignores the limit when core_pattern is a pipe
+/// (systemd-coredump, apport), except 1, which it reads as "no dump" (fs/coredump.c); 1
+/// byte is also below any file core's minimum. Seccomp keeps the tool from changing it.
+pub const CORE_BYTES: u64 = 1;
+/// The largest file the tool may write: none (its only writable file is /dev/null).
+pub const FSIZE_BYTES: u64 = 0;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MountStep {
@@ -120,9 +129,38 @@ pub struct Plan {
     pub seccomp: CompiledFilters,
     /// Open files per process.
     pub nofile: u64,
+    /// `RLIMIT_CORE` ([`CORE_BYTES`]).
+    pub core_bytes: u64,
+    /// `RLIMIT_FSIZE` ([`FSIZE_BYTES`]).
+    pub fsize_bytes: u64,
     pub net: Net,
     /// A step made to fail on purpose (tests of failing closed); `None` in real use.
-    pub fault: Option<String>,
+    pub fault: Option<Fault>,
+}
+
+/// Everything a plan is made from: the job, and what the engine found or made for it on
+/// the host. The plan decides the rest.
+pub struct PlanInputs<'a> {
+    pub job: &'a ValidJob,
+    pub runtime: &'a Runtime,
+    pub paths: &'a JobPaths,
+    /// The job's verified files, by name.
+    pub files: &'a [(String, Vec<u8>)],
+    /// The runner's hardening preload as loaded.
+    pub preload: &'a [u8],
+    /// The compiled seccomp programs of a net mode (or why they cannot be had); the plan
+    /// picks the job's.
+    pub seccomp: &'a dyn Fn(Net) -> Result<&'a CompiledFilters, String>,
+    /// The files a process writes `0` to to join the job's cgroups (host paths).
+    pub cgroup_join: Vec<PathBuf>,
+    /// The uid leased for this job, unique on the host while it runs.
+    pub uid: u32,
+    /// The ports the egress policy serves (used when `net` is not `deny`).
+    pub egress_ports: &'a [u16],
+    /// Whether a host file exists (optional files are mounted only when they do).
+    pub existing: &'a dyn Fn(&Path) -> bool,
+    /// A step to make fail (configuration `fault_inject`, tests of failing closed).
+    pub fault: Option<Fault>,
 }
 
 /// What the engine knows about one job's place on the host.
@@ -178,21 +216,24 @@ pub fn is_node_hardening_flag(arg: &str) -> bool {
     .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
 }
 
-/// The pure transformation. `uid` is chosen by the caller (a fresh one per job);
-/// `egress_ports` are the ports the egress policy serves (used when `net` is not `deny`).
-#[allow(clippy::too_many_arguments)]
-pub fn build(
-    job: &ValidJob,
-    rt: &Runtime,
-    paths: &JobPaths,
-    files: &[(String, Vec<u8>)],
-    preload: &[u8],
-    seccomp: CompiledFilters,
-    cgroup_join: Vec<PathBuf>,
-    uid: u32,
-    egress_ports: &[u16],
-    existing: &dyn Fn(&Path) -> bool,
-) -> Plan {
+/// The pure transformation; an error only when the job's net mode has no seccomp
+/// program (the policy did not compile for it).
+pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
+    let PlanInputs {
+        job,
+        runtime: rt,
+        paths,
+        files,
+        preload,
+        seccomp,
+        cgroup_join,
+        uid,
+        egress_ports,
+        existing,
+        fault,
+    } = inputs;
+    // The job's own mode's programs, never another's.
+    let seccomp = seccomp(job.net)?.clone();
     let mut mounts = Vec::new();
     let mut read_files = Vec::new();
     let mut exec_files = vec![rt.node.clone()];
@@ -276,7 +317,7 @@ pub fn build(
     let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
         + etc_files.iter().map(|f| f.bytes.len() as u64).sum::<u64>()
         + preload.len() as u64;
-    Plan {
+    Ok(Plan {
         job_id: job.job_id.clone(),
         cgroup_join,
         root: paths.root.clone(),
@@ -304,10 +345,12 @@ pub fn build(
             connect_tcp,
         },
         seccomp,
-        nofile: 256,
+        nofile: NOFILE,
+        core_bytes: CORE_BYTES,
+        fsize_bytes: FSIZE_BYTES,
         net: job.net,
-        fault: None,
-    }
+        fault,
+    })
 }
 
 #[cfg(test)]
@@ -359,18 +402,69 @@ mod tests {
     }
 
     fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
-        build(
+        let filters = CompiledFilters::default();
+        let files = [("tools/t.js".to_string(), b"1".to_vec())];
+        build(PlanInputs {
             job,
-            &rt(major),
-            &paths(),
-            &[("tools/t.js".to_string(), b"1".to_vec())],
-            b"'use strict'",
-            CompiledFilters::default(),
-            vec!["/cg/memory/j1/tasks".into()],
-            2_100_000_007,
-            &[443, 80],
-            &|_| all_exist,
-        )
+            runtime: &rt(major),
+            paths: &paths(),
+            files: &files,
+            preload: b"'use strict'",
+            seccomp: &|_| Ok(&filters),
+            cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+            uid: 2_100_000_007,
+            egress_ports: &[443, 80],
+            existing: &|_| all_exist,
+            fault: None,
+        })
+        .expect("a plan")
+    }
+
+    #[test]
+    fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
+        let mut public_job = job(134_217_728);
+        public_job.net = Net::Public;
+        let mut ovo_job = job(134_217_728);
+        ovo_job.net = Net::OpenvibeOnly;
+        let (runtime, job_paths) = (rt(24), paths());
+        let (deny, public) = (
+            CompiledFilters {
+                programs: vec![vec![]],
+            },
+            CompiledFilters {
+                programs: vec![vec![], vec![]],
+            },
+        );
+        let pick = |net: Net| match net {
+            Net::Deny => Ok(&deny),
+            Net::Public => Ok(&public),
+            Net::OpenvibeOnly => Err("the policy did not compile for openvibe-only".to_string()),
+        };
+        let files = [("tools/t.js".to_string(), b"1".to_vec())];
+        let inputs = |j| PlanInputs {
+            job: j,
+            runtime: &runtime,
+            paths: &job_paths,
+            files: &files,
+            preload: b"",
+            seccomp: &pick,
+            cgroup_join: vec![],
+            uid: 2_100_000_007,
+            egress_ports: &[],
+            existing: &|_| true,
+            fault: Some(Fault::Landlock),
+        };
+        let p = build(inputs(&public_job)).expect("a plan");
+        assert_eq!(p.seccomp, public);
+        assert_eq!(p.fault, Some(Fault::Landlock));
+        let e = build(inputs(&ovo_job)).expect_err("no program for the mode");
+        assert!(e.contains("openvibe-only"), "{e}");
+    }
+
+    #[test]
+    fn the_rlimits_the_cgroup_does_not_cover_are_in_the_plan() {
+        let p = plan(24, true);
+        assert_eq!((p.nofile, p.core_bytes, p.fsize_bytes), (256, 1, 0));
     }
 
     #[test]

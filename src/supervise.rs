@@ -1,7 +1,8 @@
 //! Supervision of one sandboxed run: the pipes, the caps on output, the wall clock, the
 //! kill, and the classification of the end.
 
-use crate::job::{Status, STDERR_KEEP, STDOUT_CAP};
+use crate::cancel::{Cancel, Cause};
+use crate::job::{Reason, Status, STDERR_KEEP, STDOUT_CAP};
 use crate::json_text::{DuplicateKeys, JsonText};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
 use crate::sandbox::exec_gate::{self, GateReport, GATE_FD};
@@ -13,7 +14,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
 
 /// How long the pipes may stay open after every process of the job is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -23,7 +23,8 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 pub enum Kill {
     Wall,
     Output,
-    Cancelled,
+    /// Cancelled, and why: the dispatcher's cancel, or the runner stopping.
+    Cancelled(Cause),
 }
 
 /// Everything observed about one run, before classification.
@@ -88,7 +89,7 @@ pub async fn run(
     cgroup: &JobCgroup,
     netns: Option<&OwnedFd>,
     wall: Duration,
-    cancel: &CancellationToken,
+    cancel: &Cancel,
 ) -> Result<Outcome, SuperviseError> {
     let (report_r, report_w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SuperviseError::Spawn(format!("report pipe: {e}")))?;
@@ -205,11 +206,11 @@ pub async fn run(
         _ = child.wait() => None,
         _ = overflow.notified() => Some(Kill::Output),
         _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
-        _ = cancel.cancelled() => Some(Kill::Cancelled),
+        cause = cancel.cancelled() => Some(Kill::Cancelled(cause)),
     };
     let mut wall_taken = started.elapsed();
     // Whatever ended it, nothing of the job may outlive this function.
-    let kill_result = cgroup.kill_all();
+    let kill_result = cgroup.kill_all_blocking().await;
     let _ = child.start_kill();
     let _ = child.wait().await;
     if killed.is_none() {
@@ -256,8 +257,9 @@ pub async fn run(
 /// The verdict on one run, field for field what the result carries.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Verdict {
+    /// Always `Reason::status_of(reason)`.
     pub status: Status,
-    pub reason: Option<String>,
+    pub reason: Option<Reason>,
     pub message: Option<String>,
     pub output: Option<JsonText>,
     pub exit_code: Option<i32>,
@@ -295,9 +297,9 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         Report::SetupFailed { .. } => None,
     });
     let (exit_code, signal) = node_end.unwrap_or((None, None));
-    let verdict = |status, reason: &str, message: String, output| Verdict {
-        status,
-        reason: Some(reason.to_string()),
+    let verdict = |reason: Reason, message: String, output| Verdict {
+        status: reason.status(),
+        reason: Some(reason),
         message: Some(message),
         output,
         exit_code,
@@ -309,8 +311,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         .find(|r| matches!(r, Report::SetupFailed { .. }))
     {
         return verdict(
-            Status::Internal,
-            "sandbox_setup",
+            Reason::SandboxSetup,
             format!("the sandbox could not be set up ({step}: {error}); the tool did not run"),
             None,
         );
@@ -318,8 +319,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
     match o.killed {
         Some(Kill::Output) => {
             return verdict(
-                Status::Limit,
-                "output",
+                Reason::Output,
                 format!(
                     "the tool wrote more than {} KiB to stdout and was stopped",
                     STDOUT_CAP / 1024
@@ -327,18 +327,10 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
                 None,
             )
         }
-        Some(Kill::Cancelled) => {
-            return verdict(
-                Status::Cancelled,
-                "cancelled",
-                "the job was cancelled".into(),
-                None,
-            )
-        }
+        Some(Kill::Cancelled(cause)) => return verdict(cause.reason(), cause.message(true), None),
         Some(Kill::Wall) => {
             return verdict(
-                Status::Limit,
-                "wall",
+                Reason::Wall,
                 format!("the tool ran past its wall-clock limit of {wall_ms} ms and was killed"),
                 None,
             )
@@ -352,32 +344,28 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
             || heap_ceiling_reached(o, signal, mem_bytes))
     {
         return verdict(
-            Status::Limit,
-            "memory",
+            Reason::Memory,
             format!("the tool ran out of its {mem_bytes} bytes of memory"),
             None,
         );
     }
     if failed && o.stats.pids_limit_hit {
         return verdict(
-            Status::Limit,
-            "pids",
+            Reason::Pids,
             "the tool reached its limit of processes and threads".into(),
             None,
         );
     }
     if node_end.is_none() {
         return verdict(
-            Status::Internal,
-            "no_report",
+            Reason::NoReport,
             "the sandbox ended without reporting how the tool ended".into(),
             None,
         );
     }
     if let Some(sig) = signal {
         return verdict(
-            Status::Error,
-            "signal",
+            Reason::Signal,
             format!("the tool was killed by {}", signal_name(sig)),
             None,
         );
@@ -385,8 +373,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
     if let Some(code) = exit_code {
         if code != 0 {
             return verdict(
-                Status::Error,
-                "exit",
+                Reason::Exit,
                 format!("the tool exited with code {code}"),
                 None,
             );
@@ -396,8 +383,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         Ok(t) => t,
         Err(_) => {
             return verdict(
-                Status::Error,
-                "bad_output",
+                Reason::BadOutput,
                 "stdout is not valid UTF-8, so not one JSON value".into(),
                 None,
             )
@@ -405,8 +391,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
     };
     if text.trim().is_empty() {
         return verdict(
-            Status::Error,
-            "no_output",
+            Reason::NoOutput,
             "the tool exited 0 but wrote nothing to stdout".into(),
             None,
         );
@@ -415,19 +400,14 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
     // the tool's to write: RFC 8259 allows them and the result is untrusted data anyway.
     match JsonText::parse(text, DuplicateKeys::Keep) {
         Ok(v) => Verdict {
-            status: Status::Ok,
+            status: Reason::status_of(None),
             reason: None,
             message: None,
             output: Some(v),
             exit_code,
             signal: None,
         },
-        Err(e) => verdict(
-            Status::Error,
-            "bad_output",
-            format!("stdout is refused: {e}"),
-            None,
-        ),
+        Err(e) => verdict(Reason::BadOutput, format!("stdout is refused: {e}"), None),
     }
 }
 
@@ -445,7 +425,7 @@ mod tests {
 
     fn status_reason(o: &Outcome) -> (Status, Option<String>) {
         let v = classify(o, 1000, 1 << 27);
-        (v.status, v.reason)
+        (v.status, v.reason.map(|r| r.as_str().to_string()))
     }
 
     #[test]
@@ -483,7 +463,7 @@ mod tests {
         let over = format!("[{at}]");
         let v = classify(&exited(0, &over), 1000, 1);
         assert_eq!(
-            (v.status, v.reason.as_deref()),
+            (v.status, v.reason.map(Reason::as_str)),
             (Status::Error, Some("bad_output"))
         );
         assert!(v.message.unwrap_or_default().contains("deeper"));
@@ -531,7 +511,7 @@ mod tests {
             ..Default::default()
         };
         let v = classify(&o, 1, 1);
-        assert_eq!(v.reason.as_deref(), Some("signal"));
+        assert_eq!(v.reason.map(Reason::as_str), Some("signal"));
         assert_eq!(v.signal.as_deref(), Some("SIGSEGV"));
     }
 
@@ -542,11 +522,21 @@ mod tests {
         assert_eq!(status_reason(&o), (Status::Limit, Some("wall".into())));
         o.killed = Some(Kill::Output);
         assert_eq!(status_reason(&o), (Status::Limit, Some("output".into())));
-        o.killed = Some(Kill::Cancelled);
+        o.killed = Some(Kill::Cancelled(Cause::Requested));
         assert_eq!(
             status_reason(&o),
             (Status::Cancelled, Some("cancelled".into()))
         );
+        // The runner stopping is not the dispatcher's cancel: internal, decided here.
+        o.killed = Some(Kill::Cancelled(Cause::Shutdown { grace_ms: 700 }));
+        assert_eq!(
+            status_reason(&o),
+            (Status::Internal, Some("shutdown".into()))
+        );
+        let v = classify(&o, 1000, 1 << 27);
+        assert!(v
+            .message
+            .is_some_and(|m| m.contains("grace period of 700 ms")));
     }
 
     const V8_MESSAGE: &[u8] =
@@ -596,7 +586,7 @@ mod tests {
         o.stats.mem_peak_bytes = 10 << 20;
         let v = classify(&o, 1000, 128 << 20);
         assert_eq!(
-            (v.status, v.reason.as_deref(), v.signal.as_deref()),
+            (v.status, v.reason.map(Reason::as_str), v.signal.as_deref()),
             (Status::Error, Some("signal"), Some("SIGABRT"))
         );
         // Just under 80% of the ceiling is not enough either.

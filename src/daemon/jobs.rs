@@ -11,87 +11,28 @@
 //! to the API, and is written again until it goes in; meanwhile the runner takes no new
 //! job (503 `journal_unavailable`) and `/v1/info` says why it is not ready.
 
+use super::admit::{self, Load, NotStarted, Prior};
 use super::journal::{self, Entry, Journal, JournalError, Trouble};
 use super::metrics::{Gauges, Metrics};
+use super::runner::JobRunner;
+use crate::cancel::{Cancel, Cause};
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::job::{self, Bounds, JobResult, Net, Status, ValidJob};
-use serde::Serialize;
+use crate::job::{self, Bounds, JobResult, Reason, ValidJob};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{watch, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-/// Where a job is.
-#[derive(Debug, Clone)]
-pub enum JobState {
-    /// The id is reserved while the journal is asked about it.
-    Pending,
-    Queued,
-    Running,
-    Done(Arc<JobResult>),
-}
-
-impl JobState {
-    pub fn name(&self) -> &'static str {
-        match self {
-            JobState::Pending | JobState::Queued => "queued",
-            JobState::Running => "running",
-            JobState::Done(_) => "done",
-        }
-    }
-}
-
-/// What `POST` and `GET` answer without `wait`.
-#[derive(Debug, Clone, Serialize)]
-pub struct Envelope {
-    pub job_id: String,
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub result: Option<Arc<JobResult>>,
-}
-
-impl Envelope {
-    pub fn of(job_id: &str, state: &JobState) -> Envelope {
-        Envelope {
-            job_id: job_id.to_string(),
-            state: state.name(),
-            result: match state {
-                JobState::Done(r) => Some(r.clone()),
-                _ => None,
-            },
-        }
-    }
-
-    pub fn done(result: Arc<JobResult>) -> Envelope {
-        Envelope {
-            job_id: result.job_id.clone(),
-            state: "done",
-            result: Some(result),
-        }
-    }
-}
+pub use handle::{Envelope, JobHandle, JobState, Settings, Submitted};
+use health::Health;
 
 struct LiveJob {
     state: watch::Sender<JobState>,
-    cancel: CancellationToken,
-    /// The dispatcher asked for the cancel (not the shutdown).
-    cancel_requested: AtomicBool,
-}
-
-/// What keeps the runner from taking jobs besides the engine: the journal and the state
-/// directory.
-#[derive(Default)]
-struct Health {
-    /// Results that ended and are not in the journal yet.
-    unjournaled: usize,
-    /// The last journal failure, cleared by the next write that succeeds.
-    journal: Option<String>,
-    /// The jobs folder cannot be made.
-    jobs_dir: Option<String>,
+    /// The dispatcher's cancel, or the runner's once its grace period is over.
+    cancel: Cancel,
 }
 
 /// How long a result that could not be journaled waits before the next try, at most.
@@ -104,29 +45,10 @@ struct Live {
     running: usize,
 }
 
-/// What a reload may change while the daemon runs.
-#[derive(Debug, Clone)]
-pub struct Settings {
-    pub skills_on: bool,
-    pub allow_uids: Vec<u32>,
-    pub allow_gids: Vec<u32>,
-    pub retention_days: u64,
-    pub shutdown_grace_ms: u64,
-}
-
-impl Settings {
-    pub fn from_config(c: &Config) -> Settings {
-        Settings {
-            skills_on: c.skills_on(),
-            allow_uids: c.daemon.allow_uids.clone(),
-            allow_gids: c.daemon.allow_gids.clone(),
-            retention_days: c.daemon.retention_days,
-            shutdown_grace_ms: c.daemon.shutdown_grace_ms,
-        }
-    }
-}
-
 pub struct Jobs {
+    /// What runs the jobs; none when the engine did not start.
+    runner: Option<Arc<dyn JobRunner>>,
+    /// The engine itself, for what `/v1/info` tells about the host; never used to run.
     engine: Option<Arc<Engine>>,
     /// Why jobs cannot run here, when the engine did not start.
     pub problem: Option<String>,
@@ -145,66 +67,13 @@ pub struct Jobs {
     pub metrics: Metrics,
     /// Cancelled on SIGTERM: no new job is accepted, queued ones end.
     pub stopping: CancellationToken,
-    /// Cancelled when the grace period is over: running jobs are killed.
+    /// Cancelled when the grace period is over: running jobs are killed, and a result the
+    /// journal will not take is given up.
     kill_all: CancellationToken,
     tasks: TaskTracker,
 }
 
-/// What a submission gets.
-pub enum Submitted {
-    /// A new job, or a duplicate of one, in this state now.
-    State(Arc<JobHandle>),
-    /// Ended the moment it came (rejected), or a duplicate of a journaled job.
-    Done(Arc<JobResult>),
-    /// Not a job at all (not JSON, not an object, no valid `job_id`): a 400 with this code.
-    BadRequest(&'static str, String),
-    /// The daemon is stopping: a 503.
-    Stopping,
-    /// The journal cannot be written: the job was not accepted (503).
-    JournalUnavailable(String),
-    /// The daemon's own failure: the job was not accepted (500).
-    Internal(String),
-}
-
-/// A handle on a job in memory: its id and its state channel.
-pub struct JobHandle {
-    pub job_id: String,
-    rx: watch::Receiver<JobState>,
-}
-
-impl JobHandle {
-    pub fn state(&self) -> JobState {
-        self.rx.borrow().clone()
-    }
-
-    /// Waits for the terminal result. None only if the daemon dropped the job without one,
-    /// which the code below never does.
-    pub async fn done(&self) -> Option<Arc<JobResult>> {
-        let mut rx = self.rx.clone();
-        loop {
-            if let JobState::Done(r) = &*rx.borrow_and_update() {
-                return Some(r.clone());
-            }
-            if rx.changed().await.is_err() {
-                return match &*rx.borrow() {
-                    JobState::Done(r) => Some(r.clone()),
-                    _ => None,
-                };
-            }
-        }
-    }
-}
-
-/// Reasons of results that never touched the host: with these the job did not run.
-fn ran(r: &JobResult) -> bool {
-    !matches!(
-        r.status,
-        Status::Rejected | Status::Expired | Status::Integrity
-    ) && r.wall_ms > 0
-}
-
 impl Jobs {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         engine: Option<Arc<Engine>>,
         problem: Option<String>,
@@ -212,17 +81,32 @@ impl Jobs {
         journal: Arc<Journal>,
         run_id: i64,
     ) -> Jobs {
+        let runner = engine.clone().map(|e| e as Arc<dyn JobRunner>);
+        let mut jobs = Jobs::with_runner(runner, problem, config, journal, run_id);
+        jobs.engine = engine;
+        jobs
+    }
+
+    /// Jobs run by `runner` (none: every job ends `runner_unavailable` with `problem`).
+    pub fn with_runner(
+        runner: Option<Arc<dyn JobRunner>>,
+        problem: Option<String>,
+        config: &Config,
+        journal: Arc<Journal>,
+        run_id: i64,
+    ) -> Jobs {
         let max_jobs = config.max_jobs().max(1);
         let queue_len = config.queue_len();
-        let node = engine.as_ref().map(|e| e.runtime.version.clone());
-        let bounds = engine
+        let node = runner.as_ref().map(|r| r.node().to_string());
+        let bounds = runner
             .as_ref()
-            .map(|e| e.bounds().clone())
+            .map(|r| r.bounds().clone())
             .unwrap_or(Bounds {
                 max_input_json_bytes: config.runner.max_input_json_bytes,
             });
         Jobs {
-            engine,
+            runner,
+            engine: None,
             problem,
             node,
             bounds,
@@ -243,6 +127,7 @@ impl Jobs {
         }
     }
 
+    /// The engine, for `/v1/info`.
     pub fn engine(&self) -> Option<&Arc<Engine>> {
         self.engine.as_ref()
     }
@@ -270,107 +155,6 @@ impl Jobs {
         self.health.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Why the runner takes no new job now because of its journal, if it does not.
-    pub fn journal_problem(&self) -> Option<String> {
-        let h = self.health();
-        let failure = h.journal.as_deref().unwrap_or("waiting for the next try");
-        if h.unjournaled > 0 {
-            Some(format!(
-                "{} finished job result(s) cannot be journaled yet ({failure}); they are kept \
-                 in memory and written as soon as the journal takes them, and the runner takes \
-                 no new job until then",
-                h.unjournaled
-            ))
-        } else {
-            h.journal.as_ref().map(|f| {
-                format!(
-                    "the journal cannot be written ({f}); the runner takes no new job until it can"
-                )
-            })
-        }
-    }
-
-    /// Results kept in memory because the journal would not take them.
-    pub fn unjournaled(&self) -> usize {
-        self.health().unjournaled
-    }
-
-    /// Whether jobs can run and be journaled here now.
-    pub fn ready(&self) -> bool {
-        let h = self.health();
-        self.engine.is_some() && h.unjournaled == 0 && h.journal.is_none() && h.jobs_dir.is_none()
-    }
-
-    /// Why jobs cannot run here now (the engine, the journal, the state directory).
-    pub fn problem(&self) -> Option<String> {
-        if let Some(p) = &self.problem {
-            return Some(p.clone());
-        }
-        if let Some(p) = self.journal_problem() {
-            return Some(p);
-        }
-        self.health().jobs_dir.clone()
-    }
-
-    /// Notes the outcome of a journal write: a failure is kept (and logged once) until a
-    /// write succeeds.
-    fn journal_outcome(&self, r: &Result<(), String>) {
-        let mut h = self.health();
-        match r {
-            Ok(()) => {
-                if h.journal.take().is_some() {
-                    tracing::warn!("the journal takes writes again");
-                }
-            }
-            Err(e) => {
-                if h.journal.as_deref() != Some(e) {
-                    tracing::error!(error = %e, "the journal cannot be written; the runner takes no new job until it can");
-                }
-                h.journal = Some(e.clone());
-            }
-        }
-    }
-
-    /// Every second: the journal file is still in place (written back if it was removed),
-    /// a failed journal takes writes again, the jobs folder is there (made again if it was
-    /// removed). What cannot be fixed makes the runner not ready, with the reason.
-    pub async fn check_state(&self) {
-        let failed = self.health().journal.is_some();
-        let jobs_dir = self.engine.as_ref().map(|e| e.jobs_dir().to_path_buf());
-        let checked = self
-            .blocking(move |j| {
-                let journal = if failed { j.probe() } else { j.check_file() };
-                let dir = jobs_dir.map(|d| crate::engine::make_jobs_dir(&d).map(|made| (d, made)));
-                (journal.map_err(|e| e.to_string()), dir)
-            })
-            .await;
-        let Some((journal, dir)) = checked else {
-            return;
-        };
-        if failed || journal.is_err() {
-            self.journal_outcome(&journal);
-        }
-        let mut h = self.health();
-        match dir {
-            Some(Ok((d, true))) => {
-                tracing::warn!(dir = %d.display(), "the jobs folder was removed while the daemon ran; made again");
-                h.jobs_dir = None;
-            }
-            Some(Err(e)) => {
-                let p = format!("the jobs folder cannot be made: {e}; the state directory must be writable by the runner");
-                if h.jobs_dir.as_deref() != Some(&p) {
-                    tracing::error!(problem = %p, "jobs cannot run");
-                }
-                h.jobs_dir = Some(p);
-            }
-            _ => {
-                if h.jobs_dir.take().is_some() {
-                    tracing::warn!("the jobs folder is back");
-                }
-            }
-        }
-    }
-
     /// (running, queued)
     pub fn load(&self) -> (usize, usize) {
         let l = self.live();
@@ -386,7 +170,7 @@ impl Jobs {
             queue_len: self.queue_len,
             skills_on: self.settings().skills_on,
             ready: self.ready(),
-            cache: self.engine.as_ref().map(|e| e.cache_stats()),
+            cache: self.runner.as_ref().and_then(|r| r.cache_stats()),
             unjournaled: self.unjournaled(),
         }
     }
@@ -436,16 +220,11 @@ impl Jobs {
     pub fn cancel(&self, job_id: &str) -> Option<Arc<JobHandle>> {
         let l = self.live();
         let j = l.jobs.get(job_id)?;
-        j.cancel_requested.store(true, Ordering::SeqCst);
-        j.cancel.cancel();
+        j.cancel.cancel(Cause::Requested);
         Some(Arc::new(JobHandle {
             job_id: job_id.to_string(),
             rx: j.state.subscribe(),
         }))
-    }
-
-    fn rejected_now(&self, id: &str, reason: &'static str, message: String, net: Net) -> JobResult {
-        JobResult::not_run(id, Status::Rejected, reason, message, net, self.node())
     }
 
     /// Takes one submitted job (the request body).
@@ -464,7 +243,7 @@ impl Jobs {
             // Nothing can be recorded under no id, so there is no result to give: a 400.
             // Only here is the body read as a value, to say what is wrong with the id.
             let raw: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return Submitted::BadRequest("bad_job_id", bad_job_id(raw.get("job_id")));
+            return Submitted::BadRequest("bad_job_id", admit::bad_job_id(raw.get("job_id")));
         }
 
         // Reserve the id, or find the job that holds it.
@@ -476,8 +255,7 @@ impl Jobs {
                     let (tx, _) = watch::channel(JobState::Pending);
                     let j = Arc::new(LiveJob {
                         state: tx,
-                        cancel: self.kill_all.child_token(),
-                        cancel_requested: AtomicBool::new(false),
+                        cancel: Cancel::new(),
                     });
                     l.jobs.insert(id.clone(), j.clone());
                     l.queued += 1;
@@ -490,23 +268,15 @@ impl Jobs {
             Err(rx) => return self.duplicate(id, rx).await,
         };
         let accepted_at = Instant::now();
-        match self.journaled(&id).await {
-            Ok(Some(Entry::Done(r))) if r.status != Status::Rejected => {
-                return self.release(&id, &reservation, Arc::new(*r));
-            }
-            Ok(Some(Entry::Accepted)) => {
+        match self.journaled(&id).await.map(admit::prior) {
+            Ok(Prior::Answered(r)) => return self.release(&id, &reservation, Arc::new(*r)),
+            Ok(Prior::Conflict) => {
                 // Only possible if memory and journal disagree; never run it twice.
-                let r = Arc::new(JobResult::not_run(
-                    &id,
-                    Status::Internal,
-                    "duplicate",
-                    "a job with this id is already journaled as accepted",
-                    net,
-                    self.node(),
-                ));
-                return self.release(&id, &reservation, r);
+                let r =
+                    JobResult::not_run(&id, Reason::Duplicate, admit::CONFLICT, net, self.node());
+                return self.release(&id, &reservation, Arc::new(r));
             }
-            Ok(_) => {}
+            Ok(Prior::New) => {}
             Err(e) => {
                 self.forget(&id, &reservation, JobState::Pending);
                 return Submitted::Internal(e);
@@ -518,43 +288,19 @@ impl Jobs {
             return Submitted::JournalUnavailable(p);
         }
 
-        let settings = self.settings();
         let tool = head.tool;
-        let verdict: Result<ValidJob, JobResult> = if !settings.skills_on {
-            Err(self.rejected_now(
-                &id,
-                "runner_off",
-                format!(
-                    "this runner is off: {} is not in worker.functions (`openvibe-skill-runner skills on`)",
-                    job::ARTIFACT
-                ),
-                net,
-            ))
-        } else {
-            match job::parse_job(body, &self.bounds) {
-                Err(rej) => Err(JobResult::rejected(&id, &rej, net, self.node())),
-                Ok(v) => {
-                    let l = self.live();
-                    // This job is counted in `queued` already.
-                    if l.running + l.queued > self.max_jobs + self.queue_len {
-                        Err(self.rejected_now(
-                            &id,
-                            "busy",
-                            format!(
-                                "the runner is full: {} running and {} waiting (runner.max_jobs {}, runner.queue_len {})",
-                                l.running,
-                                l.queued - 1,
-                                self.max_jobs,
-                                self.queue_len
-                            ),
-                            net,
-                        ))
-                    } else {
-                        Ok(v)
-                    }
-                }
+        let load = {
+            let l = self.live();
+            // This job is counted in `queued` already.
+            Load {
+                running: l.running,
+                queued: l.queued,
+                max_jobs: self.max_jobs,
+                queue_len: self.queue_len,
             }
         };
+        let verdict = admit::admit(body, self.settings().skills_on, &self.bounds, load)
+            .map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
         let job = match verdict {
             Ok(j) => j,
             Err(r) => {
@@ -660,19 +406,16 @@ impl Jobs {
         let net = job.net;
         let permit = tokio::select! {
             biased;
-            _ = live.cancel.cancelled() => Err(self.cancelled_in_queue(&live, &id, net)),
-            _ = self.stopping.cancelled() => Err(JobResult::not_run(
-                &id, Status::Internal, "shutdown",
-                "the runner was stopped (SIGTERM) before the job started", net, self.node())),
-            p = self.slots.clone().acquire_owned() => p.map_err(|_| JobResult::not_run(
-                &id, Status::Internal, "shutdown", "the runner is stopping", net, self.node())),
-            _ = tokio::time::sleep_until(deadline) => Err(JobResult::not_run(
-                &id, Status::Expired, "ttl",
-                format!("ttl_ms {} passed before a slot was free", job.ttl_ms), net, self.node())),
+            cause = live.cancel.cancelled() => Err(NotStarted::Cancelled(cause)),
+            _ = self.stopping.cancelled() => Err(NotStarted::Stopping),
+            p = self.slots.clone().acquire_owned() => p.map_err(|_| NotStarted::NoSlots),
+            _ = tokio::time::sleep_until(deadline) => Err(NotStarted::Expired { ttl_ms: job.ttl_ms }),
         };
         let permit = match permit {
             Ok(p) => p,
-            Err(r) => {
+            Err(why) => {
+                let (reason, message) = admit::not_started(why);
+                let r = JobResult::not_run(&id, reason, message, net, self.node());
                 self.live().queued -= 1;
                 self.finish(&id, &tool, &live, r, None).await;
                 return;
@@ -685,19 +428,17 @@ impl Jobs {
         }
         live.state.send_replace(JobState::Running);
         let started = Instant::now();
-        let result = match &self.engine {
+        let result = match &self.runner {
             // Its own task: a panic in the engine ends this job `internal`, not the daemon's
             // bookkeeping of it.
-            Some(engine) => {
-                let (engine, cancel) = (engine.clone(), live.cancel.clone());
-                match tokio::spawn(async move { engine.run(job, &cancel).await }).await {
+            Some(runner) => {
+                match tokio::spawn(runner.clone().run(job, live.cancel.clone())).await {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::error!(job_id = %id, error = %e, "the engine failed");
                         JobResult::not_run(
                             &id,
-                            Status::Internal,
-                            "internal",
+                            Reason::Internal,
                             "the runner failed while running the job; whatever it started was removed",
                             net,
                             self.node(),
@@ -707,8 +448,7 @@ impl Jobs {
             }
             None => JobResult::not_run(
                 &id,
-                Status::Internal,
-                "runner_unavailable",
+                Reason::RunnerUnavailable,
                 format!(
                     "{} (run `openvibe-skill-runner doctor` for every layer)",
                     self.problem
@@ -722,39 +462,9 @@ impl Jobs {
         let total = started.elapsed().as_secs_f64();
         drop(permit);
         self.live().running -= 1;
-        let mut result = result;
-        if result.status == Status::Cancelled && !live.cancel_requested.load(Ordering::SeqCst) {
-            result.status = Status::Internal;
-            result.reason = Some("shutdown".into());
-            result.message = Some(format!(
-                "the runner was stopped (SIGTERM) and killed the job after the grace period of {} ms",
-                self.settings().shutdown_grace_ms
-            ));
-        }
-        let overhead = ran(&result).then(|| (total - result.wall_ms as f64 / 1000.0).max(0.0));
+        let overhead =
+            admit::ran(&result).then(|| (total - result.wall_ms as f64 / 1000.0).max(0.0));
         self.finish(&id, &tool, &live, result, overhead).await;
-    }
-
-    fn cancelled_in_queue(&self, live: &LiveJob, id: &str, net: Net) -> JobResult {
-        if live.cancel_requested.load(Ordering::SeqCst) {
-            JobResult::not_run(
-                id,
-                Status::Cancelled,
-                "cancelled",
-                "the job was cancelled before it started",
-                net,
-                self.node(),
-            )
-        } else {
-            JobResult::not_run(
-                id,
-                Status::Internal,
-                "shutdown",
-                "the runner was stopped before the job started",
-                net,
-                self.node(),
-            )
-        }
     }
 
     /// Journals the terminal result, then lets everyone waiting see it. A result the
@@ -771,7 +481,7 @@ impl Jobs {
         overhead: Option<f64>,
     ) {
         let result = Arc::new(result);
-        self.metrics.ended(&result, ran(&result), overhead);
+        self.metrics.ended(&result, admit::ran(&result), overhead);
         log_end(&result, tool);
         let mut wait = Duration::from_millis(100);
         let mut tries = 0u32;
@@ -852,19 +562,14 @@ impl Jobs {
         {
             let (running, _) = self.load();
             tracing::warn!(running, "grace period over: killing the running jobs");
+            let cause = Cause::Shutdown {
+                grace_ms: grace.as_millis() as u64,
+            };
+            for j in self.live().jobs.values() {
+                j.cancel.cancel(cause);
+            }
             self.kill_all.cancel();
             self.tasks.wait().await;
-        }
-    }
-
-    /// Prunes finished jobs older than the retention.
-    pub async fn prune(&self) {
-        let days = self.settings().retention_days;
-        let before = journal::now_ms() - (days as i64).saturating_mul(86_400_000);
-        match self.blocking(move |j| j.prune(before)).await {
-            Some(Ok(n)) if n > 0 => tracing::info!(removed = n, days, "journal pruned"),
-            Some(Ok(_)) => {}
-            other => tracing::warn!(?other, "cannot prune the journal"),
         }
     }
 }
@@ -878,34 +583,19 @@ fn journal_failure<T>(r: Option<Result<T, JournalError>>) -> String {
     }
 }
 
-/// What is wrong with a body's `job_id`, without echoing it.
-fn bad_job_id(v: Option<&serde_json::Value>) -> String {
-    let what = match v {
-        None => "there is no job_id".to_string(),
-        Some(serde_json::Value::String(s)) => format!(
-            "job_id is a string of {} characters that is not 1-64 of [A-Za-z0-9_.-]",
-            s.chars().count()
-        ),
-        Some(serde_json::Value::Null) => "job_id is null".to_string(),
-        Some(serde_json::Value::Bool(_)) => "job_id is a boolean".to_string(),
-        Some(serde_json::Value::Number(_)) => "job_id is a number".to_string(),
-        Some(serde_json::Value::Array(_)) => "job_id is an array".to_string(),
-        Some(serde_json::Value::Object(_)) => "job_id is an object".to_string(),
-    };
-    format!(
-        "{what}: a job is answered and recorded under its id, which is a string of 1-64 \
-         characters of [A-Za-z0-9_.-]; send the job again with one"
-    )
-}
-
 fn log_end(r: &JobResult, tool: &str) {
     tracing::info!(
         job_id = %r.job_id,
         tool,
         status = r.status.as_str(),
-        reason = r.reason.as_deref().unwrap_or(""),
+        reason = r.reason_str().unwrap_or(""),
         wall_ms = r.wall_ms,
         cpu_ms = r.cpu_ms,
         "job ended"
     );
 }
+
+mod handle;
+mod health;
+#[cfg(test)]
+mod tests;

@@ -103,7 +103,7 @@ impl Metrics {
     /// One terminal result; `overhead_s` is the runner's time around a job that ran.
     pub fn ended(&self, r: &JobResult, ran: bool, overhead_s: Option<f64>) {
         let mut m = self.inner();
-        let reason = label(r.reason.as_deref().unwrap_or(""));
+        let reason = label(r.reason_str().unwrap_or(""));
         let key = (r.status.as_str().to_string(), reason.clone());
         if m.jobs.len() < MAX_SERIES || m.jobs.contains_key(&key) {
             *m.jobs.entry(key).or_insert(0) += 1;
@@ -267,17 +267,18 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::job::Net;
+    use crate::job::{Net, Reason};
 
     #[test]
     fn renders_counters_and_histograms() {
         let m = Metrics::default();
-        let mut ok = JobResult::not_run("a", Status::Ok, "x", "m", Net::Deny, None);
+        let mut ok = JobResult::not_run("a", Reason::Exit, "m", Net::Deny, None);
+        ok.status = Status::Ok;
         ok.reason = None;
         ok.wall_ms = 61;
         ok.cpu_ms = 48;
         m.ended(&ok, true, Some(0.02));
-        let busy = JobResult::not_run("b", Status::Rejected, "busy", "m", Net::Deny, None);
+        let busy = JobResult::not_run("b", Reason::Busy, "m", Net::Deny, None);
         m.ended(&busy, false, None);
         m.http(200);
         let text = m.render(&Gauges {

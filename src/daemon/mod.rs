@@ -7,11 +7,13 @@
 //! folder are still there (see [`jobs::Jobs::check_state`]), retention pruning, and a
 //! graceful stop on SIGTERM.
 
+pub mod admit;
 pub mod http;
 pub mod jobs;
 pub mod journal;
 pub mod metrics;
 pub mod recovery;
+pub mod runner;
 pub mod skills;
 pub mod socket;
 
@@ -172,12 +174,18 @@ async fn serve(
     };
 
     // What an earlier run left: its jobs' processes, cgroups, directories; then its journal.
-    let cleaned = recovery::clean_leftovers(
-        engine.as_ref().map(|e| e.cgroups().clone()),
-        &config,
-        &state.join("jobs"),
-        &earlier_pids,
-    );
+    // On a blocking thread: removing a cgroup kills and waits.
+    let cleaned = {
+        let (host, cfg, dir) = (
+            engine.as_ref().map(|e| e.cgroups().clone()),
+            config.clone(),
+            state.join("jobs"),
+        );
+        let pids = earlier_pids.clone();
+        tokio::task::spawn_blocking(move || recovery::clean_leftovers(host, &cfg, &dir, &pids))
+            .await
+            .unwrap_or_else(|e| Err(format!("the cleaning thread failed: {e}")))
+    };
     match cleaned {
         Ok(n) => {
             if n > 0 {

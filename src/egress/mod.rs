@@ -19,4 +19,5 @@ pub mod http;
 pub mod policy;
 pub mod proxy;
 pub mod record;
+pub mod resolver;
 pub mod sniff;

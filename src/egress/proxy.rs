@@ -37,17 +37,12 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use hickory_resolver::config::{
-    ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
-};
-use hickory_resolver::net::runtime::TokioRuntimeProvider;
-use hickory_resolver::TokioResolver;
 use ipnet::IpNet;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
@@ -60,9 +55,11 @@ use super::dns::{self, DnsEvent, NameTable, Resolution, TcpFrame};
 use super::http::{self, Activity, Judge, Refused};
 use super::policy::EgressPolicy;
 use super::record::{Flow, LookupOutcome, Recorder};
+use super::resolver::{Built, Upstream, HOST_RESOLV_CONF};
 use super::sniff::{self, Sniff, MAX_HEAD};
 use crate::job::{EgressRecord, Net};
 use crate::sandbox::netns;
+use hickory_resolver::TokioResolver;
 
 /// Proxied connections one job may have open at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -91,27 +88,10 @@ const ADMIT_TIME: Duration = Duration::from_secs(1);
 /// seconds, a response under way rarely pauses that long).
 const TLS_IDLE: Duration = Duration::from_secs(1);
 
-/// The host's resolver configuration, when `runner.dns_servers` is empty.
-pub const RESOLV_CONF: &str = "/etc/resolv.conf";
-
 /// Egress for the whole runner: the policy and the upstream resolver.
 pub struct Egress {
     policy: Arc<EgressPolicy>,
     upstream: Upstream,
-}
-
-type Built = Result<Arc<TokioResolver>, String>;
-
-/// Where the proxy's resolver comes from.
-enum Upstream {
-    /// `runner.dns_servers`: built once.
-    Fixed(Built),
-    /// The host's resolv.conf: read at each job's start and rebuilt when its bytes changed
-    /// (a Link's DNS servers may change while the daemon runs: DHCP, a VPN).
-    System {
-        path: PathBuf,
-        last: Mutex<(Option<Vec<u8>>, Built)>,
-    },
 }
 
 /// Why a job's egress could not start.
@@ -127,73 +107,17 @@ pub enum StartError {
     OwnAddresses(io::Error),
 }
 
-/// Parses one `runner.dns_servers` entry: `IP` or `IP:port` (`[v6]:port`).
-pub fn parse_dns_server(text: &str) -> Result<SocketAddr, String> {
-    let text = text.trim();
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, 53));
-    }
-    text.parse::<SocketAddr>().map_err(|_| {
-        format!("runner.dns_servers: {text:?} is not an IP address or IP:port (e.g. \"192.0.2.53\" or \"[2001:db8::53]:53\")")
-    })
-}
-
-fn fixed_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
-    let mut servers = Vec::new();
-    for text in dns_servers {
-        let addr = parse_dns_server(text)?;
-        let mut udp = ConnectionConfig::udp();
-        udp.port = addr.port();
-        let mut tcp = ConnectionConfig::tcp();
-        tcp.port = addr.port();
-        servers.push(NameServerConfig::new(addr.ip(), true, vec![udp, tcp]));
-    }
-    finish_resolver(ResolverConfig::from_name_servers(servers))
-}
-
-fn system_resolver(path: &Path, text: &[u8]) -> Result<TokioResolver, String> {
-    let (config, _) = hickory_resolver::system_conf::parse_resolv_conf(text).map_err(|e| {
-        format!(
-            "the host's DNS configuration {} cannot be used: {e}; set runner.dns_servers",
-            path.display()
-        )
-    })?;
-    if config.name_servers().is_empty() {
-        return Err(format!(
-            "the host's DNS configuration {} names no server; set runner.dns_servers",
-            path.display()
-        ));
-    }
-    // Only its servers: no search domains (names are asked fully qualified anyway).
-    finish_resolver(ResolverConfig::from_name_servers(
-        config.name_servers().to_vec(),
-    ))
-}
-
-fn finish_resolver(config: ResolverConfig) -> Result<TokioResolver, String> {
-    let mut builder = TokioResolver::builder_with_config(config, TokioRuntimeProvider::default());
-    let opts = builder.options_mut();
-    opts.ip_strategy = LookupIpStrategy::Ipv4AndIpv6;
-    opts.use_hosts_file = ResolveHosts::Never;
-    opts.timeout = Duration::from_secs(2);
-    opts.attempts = 2;
-    opts.ndots = 0;
-    builder
-        .build()
-        .map_err(|e| format!("cannot set up the upstream DNS resolver: {e}"))
-}
-
 impl Egress {
     /// With `dns_servers` the resolver is built now; without, from the host's resolv.conf,
     /// now and again whenever that file changes. If it cannot be built, jobs that need egress
     /// end `internal` with the reason and `deny` jobs still run.
     pub fn new(policy: EgressPolicy, dns_servers: &[String]) -> Egress {
         if dns_servers.is_empty() {
-            Egress::with_resolv_conf(policy, Path::new(RESOLV_CONF))
+            Egress::with_resolv_conf(policy, Path::new(HOST_RESOLV_CONF))
         } else {
             Egress {
                 policy: Arc::new(policy),
-                upstream: Upstream::Fixed(fixed_resolver(dns_servers).map(Arc::new)),
+                upstream: Upstream::fixed(dns_servers),
             }
         }
     }
@@ -202,10 +126,7 @@ impl Egress {
     pub fn with_resolv_conf(policy: EgressPolicy, path: &Path) -> Egress {
         let egress = Egress {
             policy: Arc::new(policy),
-            upstream: Upstream::System {
-                path: path.to_path_buf(),
-                last: Mutex::new((None, Err("not read yet".into()))),
-            },
+            upstream: Upstream::system(path),
         };
         let _ = egress.resolver();
         egress
@@ -217,33 +138,7 @@ impl Egress {
 
     /// The resolver for a job starting now.
     fn resolver(&self) -> Built {
-        match &self.upstream {
-            Upstream::Fixed(built) => built.clone(),
-            Upstream::System { path, last } => {
-                let mut last = last.lock().unwrap_or_else(|e| e.into_inner());
-                match std::fs::read(path) {
-                    Err(e) => {
-                        *last = (
-                            None,
-                            Err(format!(
-                                "the host's DNS configuration {} cannot be read: {e}; set runner.dns_servers",
-                                path.display()
-                            )),
-                        );
-                    }
-                    Ok(text) => {
-                        if last.0.as_deref() != Some(text.as_slice()) {
-                            let built = system_resolver(path, &text).map(Arc::new);
-                            if built.is_ok() && last.0.is_some() {
-                                tracing::info!(path = %path.display(), "DNS configuration changed; egress uses its new servers");
-                            }
-                            *last = (Some(text), built);
-                        }
-                    }
-                }
-                last.1.clone()
-            }
-        }
+        self.upstream.current()
     }
 
     /// Whether egress jobs can run, and if not why.
@@ -1005,30 +900,6 @@ async fn pump(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn dns_server_entries() {
-        assert_eq!(
-            parse_dns_server("192.0.2.53").unwrap(),
-            "192.0.2.53:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server(" 192.0.2.53:5353 ").unwrap(),
-            "192.0.2.53:5353".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server("2001:db8::53").unwrap(),
-            "[2001:db8::53]:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server("[2001:db8::53]:54").unwrap(),
-            "[2001:db8::53]:54".parse().unwrap()
-        );
-        for bad in ["", "dns.example", "192.0.2.53:", "1.2.3.4:99999"] {
-            let e = parse_dns_server(bad).unwrap_err();
-            assert!(e.contains("runner.dns_servers"), "{e}");
-        }
-    }
 
     #[test]
     fn the_hosts_resolver_follows_its_resolv_conf() {

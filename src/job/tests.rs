@@ -87,7 +87,7 @@ fn rejected_as(job: Value, reason: &str) -> Rejection {
     match check(job) {
         Ok(_) => panic!("expected {reason}, the job passed"),
         Err(r) => {
-            assert_eq!(r.reason, reason, "message: {}", r.message);
+            assert_eq!(r.reason.as_str(), reason, "message: {}", r.message);
             r
         }
     }
@@ -169,7 +169,7 @@ fn parse_job_reads_text_and_rejects_what_is_not_a_job() {
     assert!(check_text(&text).is_ok());
     for bad in ["", "null", "[]", "\"job\"", "{", "{}", "not json"] {
         let r = check_text(bad).expect_err(bad);
-        assert_eq!(r.reason, "invalid_job", "{bad:?}");
+        assert_eq!(r.reason.as_str(), "invalid_job", "{bad:?}");
     }
 }
 
@@ -182,7 +182,10 @@ fn a_duplicated_key_is_rejected() {
             "inputs":[{}]}}"#,
         carried(ENTRY, ENTRY_CODE)
     );
-    assert_eq!(check_text(&text).expect_err("dup").reason, "invalid_job");
+    assert_eq!(
+        check_text(&text).expect_err("dup").reason.as_str(),
+        "invalid_job"
+    );
 }
 
 #[test]
@@ -475,7 +478,10 @@ fn input_json_cap_follows_custom_bounds() {
     assert!(parse_job_value(ok, &bounds).is_ok());
     let over = with("/args", "input", input_of_serialized_len(101));
     assert_eq!(
-        parse_job_value(over, &bounds).expect_err("over").reason,
+        parse_job_value(over, &bounds)
+            .expect_err("over")
+            .reason
+            .as_str(),
         "invalid_job"
     );
     // A larger bound lets through what the default refuses.
@@ -538,7 +544,7 @@ fn a_key_given_twice_in_args_input_is_refused_and_named() {
         (r#"{"x":[{"k":1,"k":2}]}"#, "/x/0"),
     ] {
         let r = check_text(&job_text_with_input(input)).expect_err(input);
-        assert_eq!(r.reason, "invalid_job");
+        assert_eq!(r.reason.as_str(), "invalid_job");
         assert!(r.message.contains("args.input"), "{}", r.message);
         assert!(r.message.contains("more than once"), "{}", r.message);
         assert!(r.message.contains(at), "{}", r.message);
@@ -565,7 +571,10 @@ fn limits(value: Value) -> Result<ValidJob, Rejection> {
 #[test]
 fn wall_ms_edges() {
     assert_eq!(
-        limits(json!({ "wall_ms": 0 })).expect_err("0").reason,
+        limits(json!({ "wall_ms": 0 }))
+            .expect_err("0")
+            .reason
+            .as_str(),
         "invalid_job"
     );
     assert_eq!(limits(json!({ "wall_ms": 1 })).expect("1").wall_ms, 1);
@@ -574,12 +583,13 @@ fn wall_ms_edges() {
         30_000
     );
     let r = limits(json!({ "wall_ms": 30001 })).expect_err("over");
-    assert_eq!(r.reason, "limits_above_cap");
+    assert_eq!(r.reason.as_str(), "limits_above_cap");
     assert!(r.message.contains("wall_ms"), "{}", r.message);
     assert_eq!(
         limits(json!({ "wall_ms": u64::MAX }))
             .expect_err("max")
-            .reason,
+            .reason
+            .as_str(),
         "limits_above_cap"
     );
     // Beyond u64: not a number the job can hold.
@@ -590,7 +600,8 @@ fn wall_ms_edges() {
             1
         ))
         .expect_err("u64 overflow")
-        .reason,
+        .reason
+        .as_str(),
         "invalid_job"
     );
 }
@@ -601,11 +612,15 @@ fn mem_bytes_edges() {
     assert_eq!(
         limits(json!({ "mem_bytes": mib16 - 1 }))
             .expect_err("below")
-            .reason,
+            .reason
+            .as_str(),
         "invalid_job"
     );
     assert_eq!(
-        limits(json!({ "mem_bytes": 0 })).expect_err("0").reason,
+        limits(json!({ "mem_bytes": 0 }))
+            .expect_err("0")
+            .reason
+            .as_str(),
         "invalid_job"
     );
     assert_eq!(
@@ -621,7 +636,7 @@ fn mem_bytes_edges() {
         268_435_456
     );
     let r = limits(json!({ "mem_bytes": 268435457u64 })).expect_err("over");
-    assert_eq!(r.reason, "limits_above_cap");
+    assert_eq!(r.reason.as_str(), "limits_above_cap");
     assert!(r.message.contains("mem_bytes"), "{}", r.message);
 }
 
@@ -1044,7 +1059,7 @@ fn ok_result() -> JobResult {
         wall_ms: 61,
         cpu_ms: 48,
         mem_peak_bytes: 41_234_432,
-        net: "deny".into(),
+        net: Net::Deny,
         egress: vec![],
         runner: RUNNER.into(),
         node: Some("v24.22.3".into()),
@@ -1118,10 +1133,10 @@ fn rejected_result_for_a_bad_job() {
     let r = JobResult::rejected(&h.job_id, &rejection, h.net, Some("v24.22.3"));
     assert_eq!(r.job_id, "job_01JD3");
     assert_eq!(r.status, Status::Rejected);
-    assert_eq!(r.reason.as_deref(), Some("limits_above_cap"));
+    assert_eq!(r.reason, Some(Reason::LimitsAboveCap));
     assert!(r.message.as_deref().is_some_and(|m| m.contains("30001")));
     assert_eq!(r.output, None);
-    assert_eq!(r.net, "public");
+    assert_eq!(r.net, Net::Public);
     assert_eq!(r.runner, "openvibe-skill-runner@1.0.0");
     assert_eq!((r.wall_ms, r.cpu_ms, r.mem_peak_bytes), (0, 0, 0));
     assert_eq!(r.exit_code, None);
@@ -1185,7 +1200,7 @@ fn duplicate_keys_are_refused_at_every_level() {
     ] {
         let text = format!("{body}{extra}}}");
         let r = parse_text(&text).expect_err(extra);
-        assert_eq!(r.reason, "invalid_job");
+        assert_eq!(r.reason.as_str(), "invalid_job");
         assert!(r.message.contains("duplicate"), "{extra}: {}", r.message);
     }
     let mut j = good_job();
@@ -1203,7 +1218,7 @@ fn objects_must_be_objects_and_net_a_string() {
         r#"{{"job_id":"j","class":"function","artifact":"openvibe-skill-runner@1.0.0","args":["t","a.js",null],"inputs":[["a.js",null,"{z}",null]],"limits":[1000,16777216]}}"#
     );
     assert_eq!(
-        parse_text(&arrays).expect_err("arrays").reason,
+        parse_text(&arrays).expect_err("arrays").reason.as_str(),
         "invalid_job"
     );
     for (key, value) in [
@@ -1217,7 +1232,7 @@ fn objects_must_be_objects_and_net_a_string() {
         j[key] = value.clone();
         let text = serde_json::to_string(&j).expect("json");
         let r = parse_text(&text).expect_err(key);
-        assert_eq!(r.reason, "invalid_job", "{key}: {value}");
+        assert_eq!(r.reason.as_str(), "invalid_job", "{key}: {value}");
         assert!(
             parse_job_value(j, &Bounds::default()).is_err(),
             "{key}: {value}"

@@ -54,6 +54,7 @@
 //! stranger is never hit), thaws, and repeats until the job is empty, for at most a second.
 //! These calls sleep briefly: from async code, call them in a blocking task.
 
+mod common;
 mod detect;
 mod systemd;
 mod v1;
@@ -196,6 +197,15 @@ pub enum CgroupError {
         err: io::Error,
         waited_ms: u64,
     },
+    #[error(
+        "the runner's thread that was to {action} job cgroup {name} failed: {detail}; the \
+         cgroup may be left behind: the next runner start removes it"
+    )]
+    Thread {
+        action: &'static str,
+        name: String,
+        detail: String,
+    },
 }
 
 impl CgroupError {
@@ -219,7 +229,8 @@ impl CgroupError {
             | CgroupError::InvalidLimits { .. }
             | CgroupError::InvalidPid { .. }
             | CgroupError::JobExists { .. }
-            | CgroupError::NoSuchJob { .. } => {
+            | CgroupError::NoSuchJob { .. }
+            | CgroupError::Thread { .. } => {
                 "this is a bug in the runner's use of cgroups: report it with the message".into()
             }
         }
@@ -423,7 +434,7 @@ impl CgroupHost {
         let host_systemd = systemd::HostSystemd;
         let fs_root = Path::new("/");
         let host = detect::detect_at(
-            &detect::HostView {
+            &common::HostView {
                 mountinfo: &mountinfo,
                 self_cgroup: &self_cgroup,
                 fs_root,
@@ -722,6 +733,34 @@ impl JobCgroup {
         self.destroy()
     }
 
+    /// [`JobCgroup::remove`] on a thread where blocking belongs (it sleeps: up to a second
+    /// of killing and a second of rmdir retries), never on an async worker.
+    pub async fn remove_blocking(self) -> Result<(), CgroupError> {
+        let name = self.name.clone();
+        tokio::task::spawn_blocking(move || self.remove())
+            .await
+            .unwrap_or_else(|e| Err(thread_failed("remove", name, e)))
+    }
+
+    /// [`JobCgroup::kill_all`] on a thread where blocking belongs, never on an async
+    /// worker.
+    pub async fn kill_all_blocking(&self) -> Result<(), CgroupError> {
+        let view = self.view();
+        tokio::task::spawn_blocking(move || view.kill_all())
+            .await
+            .unwrap_or_else(|e| Err(thread_failed("kill the processes of", self.name.clone(), e)))
+    }
+
+    /// The same cgroup, for killing, without owning it: dropping the view removes nothing.
+    fn view(&self) -> JobCgroup {
+        JobCgroup {
+            host: self.host.clone(),
+            name: self.name.clone(),
+            dirs: self.dirs.clone(),
+            removed: true,
+        }
+    }
+
     fn destroy(&self) -> Result<(), CgroupError> {
         self.kill_all()?;
         let mut first_error = None;
@@ -756,14 +795,44 @@ impl JobCgroup {
     }
 }
 
+fn thread_failed(action: &'static str, name: String, e: tokio::task::JoinError) -> CgroupError {
+    CgroupError::Thread {
+        action,
+        name,
+        detail: e.to_string(),
+    }
+}
+
 impl Drop for JobCgroup {
+    /// Kills and removes what was not removed: inside an async runtime on its blocking
+    /// threads (a drop on an async worker must not sleep there), else right here.
     fn drop(&mut self) {
         if self.removed {
             return;
         }
         self.removed = true;
-        if let Err(err) = self.destroy() {
-            tracing::warn!(job = %self.name, %err, "job cgroup not cleaned up");
+        let leftover = Leftover(JobCgroup {
+            host: self.host.clone(),
+            name: std::mem::take(&mut self.name),
+            dirs: std::mem::take(&mut self.dirs),
+            removed: true,
+        });
+        match tokio::runtime::Handle::try_current() {
+            // A closure the runtime drops unrun (it is shutting down) still drops the
+            // leftover, which then removes it on that thread.
+            Ok(rt) => drop(rt.spawn_blocking(move || drop(leftover))),
+            Err(_) => drop(leftover),
+        }
+    }
+}
+
+/// A job cgroup a drop left behind, removed when this is dropped (wherever that runs).
+struct Leftover(JobCgroup);
+
+impl Drop for Leftover {
+    fn drop(&mut self) {
+        if let Err(err) = self.0.destroy() {
+            tracing::warn!(job = %self.0.name, %err, "job cgroup not cleaned up");
         }
     }
 }

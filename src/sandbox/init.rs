@@ -11,6 +11,7 @@
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
 use super::{exec_gate, landlock, seccomp};
+use crate::fault::Fault;
 use crate::plan::{MountStep, Plan};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
@@ -93,7 +94,7 @@ pub fn main() -> ! {
     // A: a job with egress joins the namespace the runner made and serves (its listeners
     // exist already, so the tool cannot race them); a `deny` job gets a new, empty one below.
     if plan.join_netns {
-        if plan.fault.as_deref() == Some("netns") {
+        if plan.fault == Some(Fault::Netns) {
             fail("join network namespace", "injected fault");
         }
         // SAFETY: NETNS_FD was set up by the parent for this process; it is only borrowed.
@@ -129,7 +130,7 @@ pub fn main() -> ! {
     }
     // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
     //    limits hold for every process that follows.
-    if plan.fault.as_deref() == Some("cgroup") {
+    if plan.fault == Some(Fault::Cgroup) {
         fail("join cgroups", "injected fault");
     }
     if let Err(e) = join_cgroups(&plan.cgroup_join) {
@@ -145,7 +146,7 @@ pub fn main() -> ! {
     if !plan.join_netns {
         flags |= CloneFlags::CLONE_NEWNET;
     }
-    if plan.fault.as_deref() == Some("namespaces") {
+    if plan.fault == Some(Fault::Namespaces) {
         fail("unshare namespaces", "injected fault");
     }
     if let Err(e) = unshare(flags) {
@@ -248,9 +249,9 @@ fn become_tool(plan: &Plan) -> StepError {
 }
 
 fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
-    let injected = |layer: &'static str| -> Result<(), StepError> {
-        if plan.fault.as_deref() == Some(layer) {
-            Err((layer, "injected fault".to_string()))
+    let injected = |fault: Fault| -> Result<(), StepError> {
+        if plan.fault == Some(fault) {
+            Err((fault.as_str(), "injected fault".to_string()))
         } else {
             Ok(())
         }
@@ -285,7 +286,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     )?;
     // 4. The skill's files and the preload, written into the job's own root (no host
     //    path behind them); then Node, its libraries, devices and /proc, each read-only.
-    injected("mounts")?;
+    injected(Fault::Mounts)?;
     write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
     write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
     if !plan.etc_files.is_empty() {
@@ -318,19 +319,22 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     step("hostname", nix::unistd::sethostname(&plan.hostname))?;
     step("chdir cwd", chdir(&plan.cwd))?;
     step("setsid", setsid())?;
-    // 7. Resource limits the cgroup does not cover: no core files, few descriptors, no
-    //    file growth. The core limit is 1, not 0: the kernel ignores the limit when
-    //    core_pattern is a pipe (systemd-coredump, apport), except 1, which it reads as
-    //    "no dump" (fs/coredump.c); 1 byte is also below any file core's minimum. Seccomp
-    //    keeps the tool from changing it.
-    step("rlimit core", setrlimit(Resource::RLIMIT_CORE, 1, 1))?;
+    // 7. Resource limits the cgroup does not cover, as the plan sets them: no core files
+    //    (plan::CORE_BYTES says why 1), few descriptors, no file growth.
+    step(
+        "rlimit core",
+        setrlimit(Resource::RLIMIT_CORE, plan.core_bytes, plan.core_bytes),
+    )?;
     step(
         "rlimit nofile",
         setrlimit(Resource::RLIMIT_NOFILE, plan.nofile, plan.nofile),
     )?;
-    step("rlimit fsize", setrlimit(Resource::RLIMIT_FSIZE, 0, 0))?;
+    step(
+        "rlimit fsize",
+        setrlimit(Resource::RLIMIT_FSIZE, plan.fsize_bytes, plan.fsize_bytes),
+    )?;
     // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
-    injected("capabilities")?;
+    injected(Fault::Capabilities)?;
     for set in [
         caps::CapSet::Bounding,
         caps::CapSet::Ambient,
@@ -356,7 +360,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
     )?;
     // 10. Landlock, after the last mount.
-    injected("landlock")?;
+    injected(Fault::Landlock)?;
     step("landlock", landlock::apply(&plan.landlock))?;
     // 11. Seccomp, last: from here only Node's own syscalls are allowed.
     let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
@@ -376,12 +380,12 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     )?;
     // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
     //     every exec is the runner's to answer, and it lets through only the next one.
-    injected("exec_gate")?;
+    injected(Fault::ExecGate)?;
     step(
         "exec gate",
         exec_gate::install_and_hand_over(exec_gate::GATE_FD),
     )?;
-    injected("seccomp")?;
+    injected(Fault::Seccomp)?;
     step("seccomp", seccomp::install(&plan.seccomp))?;
     // 12. Become Node: the gate's first notification, which the runner continues.
     Err(match execve(&exe, &argv, &env) {

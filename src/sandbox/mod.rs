@@ -8,6 +8,7 @@ pub mod netns;
 pub mod seccomp;
 pub mod uids;
 
+use crate::fault::MissingLayer;
 use std::path::Path;
 
 /// What the host gives, layer by layer (cgroups and Node are checked by their modules).
@@ -23,6 +24,10 @@ pub struct Layers {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_gate_problem: Option<String>,
     pub kernel: String,
+    /// The cgroups are treated as missing (`pretend_missing`); otherwise the cgroup module
+    /// checks them.
+    #[serde(skip)]
+    pub no_cgroups: bool,
 }
 
 /// The namespaces every job gets (SPEC.md: mount, pid, net, ipc, uts, cgroup).
@@ -45,21 +50,22 @@ impl Layers {
             exec_gate: gate.is_ok(),
             exec_gate_problem: gate.err(),
             kernel,
+            no_cgroups: false,
         }
     }
 
     /// Marks layers absent (configuration `pretend_missing`, for tests of failing closed).
-    pub fn pretend_missing(&mut self, layers: &[String]) {
+    pub fn pretend_missing(&mut self, layers: &[MissingLayer]) {
         for l in layers {
-            match l.as_str() {
-                "landlock" => self.landlock_abi = 0,
-                "seccomp" => self.seccomp = false,
-                "exec_gate" => {
+            match l {
+                MissingLayer::Landlock => self.landlock_abi = 0,
+                MissingLayer::Seccomp => self.seccomp = false,
+                MissingLayer::ExecGate => {
                     self.exec_gate = false;
                     self.exec_gate_problem = Some("seccomp user notification is unavailable (pretend_missing); boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y".into());
                 }
-                "namespaces" => self.namespaces.iter_mut().for_each(|n| n.1 = false),
-                _ => {}
+                MissingLayer::Namespaces => self.namespaces.iter_mut().for_each(|n| n.1 = false),
+                MissingLayer::Cgroups => self.no_cgroups = true,
             }
         }
     }
@@ -94,6 +100,12 @@ impl Layers {
                     .as_deref()
                     .unwrap_or("seccomp user notification is unavailable; boot Linux 5.5 or later")
             ));
+        }
+        if self.no_cgroups {
+            return Some(
+                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited"
+                    .into(),
+            );
         }
         None
     }

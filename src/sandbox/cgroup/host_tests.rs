@@ -361,10 +361,10 @@ fn real_v2_freeze_and_kill_paths_on_a_hybrid_hosts_cgroup2_mount() {
     };
     let mountinfo = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let self_cgroup = fs::read_to_string("/proc/self/cgroup").expect("self cgroup");
-    let v2_mount = detect::parse_mountinfo(&mountinfo)
+    let v2_mount = common::parse_mountinfo(&mountinfo)
         .into_iter()
         .find(|m| m.v2);
-    let own = detect::parse_self_cgroup(&self_cgroup).v2;
+    let own = common::parse_self_cgroup(&self_cgroup).v2;
     let (Some(mount), Some("/"), CgroupVersion::V1) = (v2_mount, own.as_deref(), host.version())
     else {
         eprintln!("note: {test} skipped: not a hybrid host with the runner in the v2 root");
@@ -372,7 +372,7 @@ fn real_v2_freeze_and_kill_paths_on_a_hybrid_hosts_cgroup2_mount() {
     };
     let mount_dir = mount.dir(Path::new("/"));
     let parent = mount_dir.join(PARENT_NAME);
-    v1::create_parent(&HostKernel, &parent).expect("create the v2 parent");
+    common::create_parent(&HostKernel, &parent).expect("create the v2 parent");
     let name = unique("v2kill");
     let dir = parent.join(&name);
     HostKernel.mkdir(&dir).expect("mkdir the job");

@@ -3,7 +3,8 @@
 //! mkdir, cgroup.procs moves a pid, subtree_control checks what is offered, rmdir refuses
 //! a populated cgroup) and never signals anything.
 
-use super::detect::{detect_at, parse_mountinfo, parse_self_cgroup, HostView};
+use super::common::{parse_mountinfo, parse_self_cgroup, HostView};
+use super::detect::detect_at;
 use super::systemd::Systemd;
 use super::*;
 use std::collections::BTreeSet;
@@ -20,6 +21,9 @@ struct FakeKernel {
     swap_accounting: bool,
     writes: Mutex<Vec<(PathBuf, String)>>,
     killed: Mutex<Vec<i32>>,
+    /// The thread of each kill and each rmdir: blocking work must not run on an async
+    /// worker.
+    threads: Mutex<Vec<std::thread::ThreadId>>,
 }
 
 fn os_err(errno: i32) -> io::Error {
@@ -170,6 +174,9 @@ impl Kernel for FakeKernel {
     }
 
     fn rmdir(&self, path: &Path) -> io::Result<()> {
+        if let Ok(mut t) = self.threads.lock() {
+            t.push(std::thread::current().id());
+        }
         if !path.exists() {
             return Err(os_err(libc::ENOENT));
         }
@@ -244,6 +251,9 @@ impl Kernel for FakeKernel {
     }
 
     fn kill_listed(&self, pid: i32, procs_files: &[PathBuf]) -> io::Result<()> {
+        if let Ok(mut t) = self.threads.lock() {
+            t.push(std::thread::current().id());
+        }
         if let Ok(mut killed) = self.killed.lock() {
             killed.push(pid);
         }
@@ -413,6 +423,7 @@ impl FakeHost {
             swap_accounting,
             writes: Mutex::new(Vec::new()),
             killed: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
         });
         FakeHost {
             dir,
@@ -1369,6 +1380,46 @@ fn dropping_a_job_removes_its_cgroups() {
         fake.cg("openvibe-skill-runner").is_dir(),
         "the parent stays"
     );
+}
+
+/// The threads the fake kernel was called on since the last look.
+fn threads(fake: &FakeHost) -> Vec<std::thread::ThreadId> {
+    std::mem::take(&mut *fake.kernel.threads.lock().expect("lock"))
+}
+
+#[test]
+fn inside_the_async_runtime_killing_and_removing_run_off_its_worker() {
+    let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+    let host = fake.detect(None).expect("detect");
+    // One worker: the test's own thread.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime");
+    let worker = std::thread::current().id();
+    let job = host.create_job("a", &limits(MIB, 2)).expect("job");
+    job.add_process(1 << 30).expect("add");
+    rt.block_on(job.kill_all_blocking()).expect("kill_all");
+    let seen = threads(&fake);
+    assert!(!seen.is_empty() && !seen.contains(&worker), "{seen:?}");
+    rt.block_on(job.remove_blocking()).expect("remove");
+    let seen = threads(&fake);
+    assert!(!seen.is_empty() && !seen.contains(&worker), "{seen:?}");
+    assert!(host.leftovers().expect("leftovers").is_empty());
+
+    // A drop on the worker hands the removal to a blocking thread.
+    let job = host.create_job("b", &limits(MIB, 2)).expect("job");
+    job.add_process(1 << 30).expect("add");
+    rt.block_on(async move { drop(job) });
+    drop(rt); // waits for the blocking threads
+    let seen = threads(&fake);
+    assert!(!seen.is_empty() && !seen.contains(&worker), "{seen:?}");
+    assert!(host.leftovers().expect("leftovers").is_empty());
+
+    // Outside a runtime there is no worker to spare: the drop removes right here.
+    let job = host.create_job("c", &limits(MIB, 2)).expect("job");
+    drop(job);
+    assert!(threads(&fake).iter().all(|t| *t == worker));
+    assert!(host.leftovers().expect("leftovers").is_empty());
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! cgroup v1: a hierarchy per controller (or a few co-mounted). A job has a cgroup in the
 //! memory and pids hierarchies, and in cpuacct and freezer when they are mounted.
 
-use super::detect::{override_cgroup_path, CgroupMount, HostView, SelfCgroup};
+use super::common::{create_parent, override_cgroup_path, CgroupMount, HostView, SelfCgroup};
 use super::{
     io_error, keyed_value, read_keyed, read_u64, wait_until, Backend, CgroupError, CgroupLimits,
     CgroupStats, CgroupVersion, Kernel, FREEZE_TIMEOUT, PARENT_NAME,
@@ -181,15 +181,6 @@ fn place_one(
     create_parent(kernel, &dir).map_err(Unplaced::Failed)?;
     parents.push(dir);
     Ok(parents.len() - 1)
-}
-
-/// mkdir a parent the runner owns; one that exists already is the runner's from before.
-pub(crate) fn create_parent(kernel: &dyn Kernel, dir: &Path) -> Result<(), CgroupError> {
-    match kernel.mkdir(dir) {
-        Ok(()) => Ok(()),
-        Err(err) if err.raw_os_error() == Some(libc::EEXIST) && dir.is_dir() => Ok(()),
-        Err(err) => Err(io_error("create", dir, err)),
-    }
 }
 
 fn job_dir(dirs: &[PathBuf], index: usize) -> Result<&Path, CgroupError> {

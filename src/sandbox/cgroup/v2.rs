@@ -1,7 +1,6 @@
 //! cgroup v2: one unified hierarchy; a job is one cgroup under the runner's parent.
 
-use super::detect::{override_cgroup_path, CgroupMount, HostView, SelfCgroup};
-use super::v1::create_parent;
+use super::common::{create_parent, override_cgroup_path, CgroupMount, HostView, SelfCgroup};
 use super::{
     io_error, parse_pids, read_keyed, read_names, read_u64, wait_until, Backend, CgroupError,
     CgroupLimits, CgroupStats, CgroupVersion, Kernel, FREEZE_TIMEOUT, JOBS_NAME, PARENT_NAME,

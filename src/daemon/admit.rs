@@ -1,0 +1,262 @@
+//! The daemon's admission rules as pure code: what a submission with a fresh id gets
+//! (`runner_off`, the job's own rules, `busy`), what an id the journal already holds gets,
+//! and what a queued job that never started ends with. No clock, no journal, no engine:
+//! the callers in `jobs.rs` bring what they observed.
+
+use super::journal::Entry;
+use crate::cancel::Cause;
+use crate::job::{self, Bounds, JobResult, Reason, Rejection, Status, ValidJob};
+
+/// How full the runner is when a job arrives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Load {
+    pub running: usize,
+    /// Queued jobs, the arriving one included.
+    pub queued: usize,
+    pub max_jobs: usize,
+    pub queue_len: usize,
+}
+
+/// A submission with a fresh id: the valid job to queue, or why it is turned away. In this
+/// order: a runner that is off reads nothing of the job; a job that breaks a rule is
+/// `invalid_job`/`limits_above_cap` whatever the load; a valid job that finds every slot and
+/// the queue taken is `busy`.
+pub fn admit(
+    body: &[u8],
+    skills_on: bool,
+    bounds: &Bounds,
+    load: Load,
+) -> Result<ValidJob, Rejection> {
+    if !skills_on {
+        return Err(Rejection {
+            reason: Reason::RunnerOff,
+            message: format!(
+                "this runner is off: {} is not in worker.functions (`openvibe-skill-runner skills on`)",
+                job::ARTIFACT
+            ),
+        });
+    }
+    let valid = job::parse_job(body, bounds)?;
+    if load.running + load.queued > load.max_jobs + load.queue_len {
+        return Err(Rejection {
+            reason: Reason::Busy,
+            message: format!(
+                "the runner is full: {} running and {} waiting (runner.max_jobs {}, runner.queue_len {})",
+                load.running,
+                load.queued.saturating_sub(1),
+                load.max_jobs,
+                load.queue_len
+            ),
+        });
+    }
+    Ok(valid)
+}
+
+/// What the journal's entry for a submitted id means.
+#[derive(Debug)]
+pub enum Prior {
+    /// Never seen, or only ever rejected: the submission is judged as new.
+    New,
+    /// The id has its answer already: the submission gets it, nothing runs.
+    Answered(Box<JobResult>),
+    /// Journaled as accepted but not in memory: never run it twice.
+    Conflict,
+}
+
+pub fn prior(entry: Option<Entry>) -> Prior {
+    match entry {
+        Some(Entry::Done(r)) if r.status != Status::Rejected => Prior::Answered(r),
+        Some(Entry::Accepted) => Prior::Conflict,
+        Some(Entry::Done(_)) | None => Prior::New,
+    }
+}
+
+/// The message of a [`Prior::Conflict`] (reason `duplicate`).
+pub const CONFLICT: &str = "a job with this id is already journaled as accepted";
+
+/// Why a queued job left the queue without a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotStarted {
+    /// Its cancel came, with this cause.
+    Cancelled(Cause),
+    /// The runner began to stop.
+    Stopping,
+    /// The slots are gone (the runner is stopping).
+    NoSlots,
+    /// Its `ttl_ms` passed.
+    Expired { ttl_ms: u64 },
+}
+
+/// The result's reason and message for a job that left the queue without running.
+pub fn not_started(why: NotStarted) -> (Reason, String) {
+    match why {
+        NotStarted::Cancelled(cause) => (cause.reason(), cause.message(false)),
+        NotStarted::Stopping => (
+            Reason::Shutdown,
+            "the runner was stopped (SIGTERM) before the job started".into(),
+        ),
+        NotStarted::NoSlots => (Reason::Shutdown, "the runner is stopping".into()),
+        NotStarted::Expired { ttl_ms } => (
+            Reason::Ttl,
+            format!("ttl_ms {ttl_ms} passed before a slot was free"),
+        ),
+    }
+}
+
+/// Whether a result's job touched the host (its time counts in the runner's overhead).
+pub fn ran(r: &JobResult) -> bool {
+    !matches!(
+        r.status,
+        Status::Rejected | Status::Expired | Status::Integrity
+    ) && r.wall_ms > 0
+}
+
+/// What is wrong with a body's `job_id`, without echoing it.
+pub fn bad_job_id(v: Option<&serde_json::Value>) -> String {
+    let what = match v {
+        None => "there is no job_id".to_string(),
+        Some(serde_json::Value::String(s)) => format!(
+            "job_id is a string of {} characters that is not 1-64 of [A-Za-z0-9_.-]",
+            s.chars().count()
+        ),
+        Some(serde_json::Value::Null) => "job_id is null".to_string(),
+        Some(serde_json::Value::Bool(_)) => "job_id is a boolean".to_string(),
+        Some(serde_json::Value::Number(_)) => "job_id is a number".to_string(),
+        Some(serde_json::Value::Array(_)) => "job_id is an array".to_string(),
+        Some(serde_json::Value::Object(_)) => "job_id is an object".to_string(),
+    };
+    format!(
+        "{what}: a job is answered and recorded under its id, which is a string of 1-64 \
+         characters of [A-Za-z0-9_.-]; send the job again with one"
+    )
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::job::Net;
+    use serde_json::json;
+
+    /// A valid job's text, with `extra` fields set on it (e.g. `ttl_ms`).
+    pub(crate) fn body_with(id: &str, extra: serde_json::Value) -> Vec<u8> {
+        let mut j: serde_json::Value = serde_json::from_slice(&body(id)).expect("json");
+        if let (Some(j), Some(extra)) = (j.as_object_mut(), extra.as_object()) {
+            j.extend(extra.clone());
+        }
+        serde_json::to_vec(&j).expect("a job serializes")
+    }
+
+    pub(crate) fn body(id: &str) -> Vec<u8> {
+        let code = b"process.stdout.write('1')\n";
+        let sha = {
+            use sha2::Digest as _;
+            hex::encode(sha2::Sha256::digest(code))
+        };
+        use base64::Engine as _;
+        serde_json::to_vec(&json!({
+            "job_id": id,
+            "class": "function",
+            "artifact": job::ARTIFACT,
+            "args": { "tool": "t", "entry": "t.js", "input": null },
+            "inputs": [{
+                "name": "t.js",
+                "sha256": sha,
+                "content_base64": base64::engine::general_purpose::STANDARD.encode(code),
+            }],
+        }))
+        .expect("a job serializes")
+    }
+
+    fn load(running: usize, queued: usize) -> Load {
+        Load {
+            running,
+            queued,
+            max_jobs: 2,
+            queue_len: 1,
+        }
+    }
+
+    #[test]
+    fn a_valid_job_with_room_is_admitted() {
+        let v = admit(&body("a"), true, &Bounds::default(), load(0, 1)).expect("admitted");
+        assert_eq!(v.job_id, "a");
+        // The last place: two running, this one the only one waiting.
+        assert!(admit(&body("a"), true, &Bounds::default(), load(2, 1)).is_ok());
+    }
+
+    #[test]
+    fn one_past_the_slots_and_the_queue_is_busy() {
+        let r = admit(&body("a"), true, &Bounds::default(), load(2, 2)).expect_err("busy");
+        assert_eq!(r.reason, Reason::Busy);
+        assert_eq!(r.reason.status(), Status::Rejected);
+        assert!(
+            r.message.contains("2 running and 1 waiting") && r.message.contains("max_jobs 2"),
+            "{}",
+            r.message
+        );
+    }
+
+    #[test]
+    fn off_is_decided_before_the_job_is_read() {
+        let r = admit(b"not even json", false, &Bounds::default(), load(0, 1)).expect_err("off");
+        assert_eq!(r.reason, Reason::RunnerOff);
+        assert!(r.message.contains("skills on"), "{}", r.message);
+    }
+
+    #[test]
+    fn a_bad_job_is_its_rule_not_busy() {
+        let mut j: serde_json::Value = serde_json::from_slice(&body("a")).expect("json");
+        j["limits"] = json!({ "wall_ms": job::WALL_MS_CAP + 1 });
+        let text = serde_json::to_vec(&j).expect("json");
+        let r = admit(&text, true, &Bounds::default(), load(9, 9)).expect_err("above cap");
+        assert_eq!(r.reason, Reason::LimitsAboveCap);
+        j["class"] = json!("other");
+        let text = serde_json::to_vec(&j).expect("json");
+        let r = admit(&text, true, &Bounds::default(), load(0, 1)).expect_err("invalid");
+        assert_eq!(r.reason, Reason::InvalidJob);
+    }
+
+    #[test]
+    fn the_journal_answers_an_id_it_finished_and_refuses_one_it_holds() {
+        assert!(matches!(prior(None), Prior::New));
+        assert!(matches!(prior(Some(Entry::Accepted)), Prior::Conflict));
+        let done = JobResult::not_run("a", Reason::Exit, "m", Net::Deny, None);
+        match prior(Some(Entry::Done(Box::new(done.clone())))) {
+            Prior::Answered(r) => assert_eq!(*r, done),
+            other => panic!("{other:?}"),
+        }
+        // A rejected id may come again and be judged anew.
+        let busy = JobResult::not_run("a", Reason::Busy, "m", Net::Deny, None);
+        assert!(matches!(
+            prior(Some(Entry::Done(Box::new(busy)))),
+            Prior::New
+        ));
+    }
+
+    #[test]
+    fn a_job_that_never_started_says_why() {
+        let (r, m) = not_started(NotStarted::Cancelled(Cause::Requested));
+        assert_eq!((r.status(), r), (Status::Cancelled, Reason::Cancelled));
+        assert!(m.contains("before it started"), "{m}");
+        let (r, _) = not_started(NotStarted::Cancelled(Cause::Shutdown { grace_ms: 1 }));
+        assert_eq!((r.status(), r), (Status::Internal, Reason::Shutdown));
+        let (r, m) = not_started(NotStarted::Stopping);
+        assert_eq!(r, Reason::Shutdown);
+        assert!(m.contains("SIGTERM"), "{m}");
+        assert_eq!(not_started(NotStarted::NoSlots).0, Reason::Shutdown);
+        let (r, m) = not_started(NotStarted::Expired { ttl_ms: 77 });
+        assert_eq!((r.status(), r), (Status::Expired, Reason::Ttl));
+        assert!(m.contains("ttl_ms 77"), "{m}");
+    }
+
+    #[test]
+    fn only_a_job_that_ran_counts_its_time() {
+        let mut r = JobResult::not_run("a", Reason::Exit, "m", Net::Deny, None);
+        assert!(!ran(&r), "no time, not run");
+        r.wall_ms = 5;
+        assert!(ran(&r));
+        let mut ttl = JobResult::not_run("a", Reason::Ttl, "m", Net::Deny, None);
+        ttl.wall_ms = 5;
+        assert!(!ran(&ttl));
+    }
+}

@@ -1,0 +1,358 @@
+//! The daemon's scheduling rules against a stand-in runner: queueing, `busy`, duplicates,
+//! `ttl`, cancel and shutdown, with a real journal in a temporary folder. No root, no
+//! kernel feature, no process.
+
+use super::*;
+use crate::daemon::admit::tests::{body, body_with};
+use crate::job::{Status, ARTIFACT};
+use serde_json::json;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::Semaphore;
+
+/// Runs a job by waiting for a go (one permit of `go` per job) or for its cancel.
+struct Stand {
+    bounds: Bounds,
+    runs: AtomicUsize,
+    go: Semaphore,
+    /// The cause each cancelled run saw.
+    causes: Mutex<Vec<Cause>>,
+}
+
+impl Stand {
+    fn new() -> Arc<Stand> {
+        Arc::new(Stand {
+            bounds: Bounds::default(),
+            runs: AtomicUsize::new(0),
+            go: Semaphore::new(0),
+            causes: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn runs(&self) -> usize {
+        self.runs.load(Ordering::SeqCst)
+    }
+}
+
+impl JobRunner for Stand {
+    fn node(&self) -> &str {
+        "v-stand"
+    }
+
+    fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
+    fn jobs_dir(&self) -> Option<&std::path::Path> {
+        None
+    }
+
+    fn cache_stats(&self) -> Option<crate::inputs::CacheStats> {
+        None
+    }
+
+    fn run(self: Arc<Self>, job: ValidJob, cancel: Cancel) -> super::super::runner::Run {
+        Box::pin(async move {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            tokio::select! {
+                cause = cancel.cancelled() => {
+                    self.causes.lock().unwrap_or_else(|p| p.into_inner()).push(cause);
+                    let mut r = JobResult::not_run(&job.job_id, cause.reason(), cause.message(true), job.net, Some("v-stand"));
+                    r.wall_ms = 3;
+                    r
+                }
+                p = self.go.acquire() => {
+                    if let Ok(p) = p {
+                        p.forget();
+                    }
+                    let mut r = JobResult::not_run(&job.job_id, Reason::Exit, "", job.net, Some("v-stand"));
+                    (r.status, r.reason, r.message, r.wall_ms) = (Status::Ok, None, None, 2);
+                    r
+                }
+            }
+        })
+    }
+}
+
+struct Daemon {
+    jobs: Arc<Jobs>,
+    _dir: tempfile::TempDir,
+}
+
+fn daemon(runner: Option<Arc<Stand>>, extra: &str) -> Daemon {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let journal = Journal::open(&dir.path().join(journal::FILE_NAME)).expect("a journal");
+    let (run_id, _) = journal.begin_run(std::process::id()).expect("a run");
+    let config = Config::parse(&format!(
+        "[worker]\nfunctions = [\"{ARTIFACT}\"]\n[runner]\nmax_jobs = 1\nqueue_len = 1\n\
+         [daemon]\nshutdown_grace_ms = 100\n{extra}"
+    ))
+    .expect("the test configuration");
+    let runner = runner.map(|r| r as Arc<dyn JobRunner>);
+    let jobs = Jobs::with_runner(
+        runner,
+        Some("no engine here".into()),
+        &config,
+        Arc::new(journal),
+        run_id,
+    );
+    Daemon {
+        jobs: Arc::new(jobs),
+        _dir: dir,
+    }
+}
+
+fn handle(s: Submitted) -> Arc<JobHandle> {
+    match s {
+        Submitted::State(h) => h,
+        Submitted::Done(r) => panic!("expected a job in the queue, got its end: {r:?}"),
+        _ => panic!("expected a job in the queue, got an error"),
+    }
+}
+
+fn ended(s: Submitted) -> Arc<JobResult> {
+    match s {
+        Submitted::Done(r) => r,
+        Submitted::State(h) => panic!("expected an end, the job is {}", h.state().name()),
+        _ => panic!("expected an end, got an error"),
+    }
+}
+
+async fn done(h: &JobHandle) -> Arc<JobResult> {
+    tokio::time::timeout(Duration::from_secs(5), h.done())
+        .await
+        .expect("the job ends within 5 s")
+        .expect("the job has a result")
+}
+
+/// Waits (at most 5 s) until `f` holds.
+async fn until(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(5), "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+fn reason(r: &JobResult) -> (Status, Option<&'static str>) {
+    (r.status, r.reason_str())
+}
+
+#[tokio::test]
+async fn one_runs_one_waits_the_next_is_busy_and_the_queue_moves_on() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    assert_eq!(a.state().name(), "running");
+    let b = handle(d.jobs.submit(&body("b")).await);
+    assert_eq!(b.state().name(), "queued");
+    assert_eq!(d.jobs.load(), (1, 1));
+
+    let c = ended(d.jobs.submit(&body("c")).await);
+    assert_eq!(reason(&c), (Status::Rejected, Some("busy")));
+    assert!(c
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("1 running and 1 waiting")));
+    assert_eq!(stand.runs(), 1, "a busy job does not run");
+
+    stand.go.add_permits(1);
+    assert_eq!(done(&a).await.status, Status::Ok);
+    until("b starts", || stand.runs() == 2).await;
+    stand.go.add_permits(1);
+    assert_eq!(done(&b).await.status, Status::Ok);
+    until("nothing left", || d.jobs.load() == (0, 0)).await;
+    // Every answer is in the journal, the busy one too.
+    for (id, status) in [
+        ("a", Status::Ok),
+        ("b", Status::Ok),
+        ("c", Status::Rejected),
+    ] {
+        match d.jobs.journaled(id).await.expect("the journal answers") {
+            Some(Entry::Done(r)) => assert_eq!(r.status, status, "{id}"),
+            other => panic!("{id}: {other:?}"),
+        }
+    }
+    // A busy id may come again; now there is room.
+    let c = handle(d.jobs.submit(&body("c")).await);
+    stand.go.add_permits(1);
+    assert_eq!(done(&c).await.status, Status::Ok);
+}
+
+#[tokio::test]
+async fn a_duplicate_joins_the_job_and_later_gets_its_journaled_answer() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let first = handle(d.jobs.submit(&body("dup")).await);
+    until("it starts", || stand.runs() == 1).await;
+    let second = handle(d.jobs.submit(&body("dup")).await);
+    stand.go.add_permits(1);
+    let (r1, r2) = (done(&first).await, done(&second).await);
+    assert_eq!(r1, r2);
+    assert_eq!(r1.status, Status::Ok);
+    until("forgotten in memory", || d.jobs.handle("dup").is_none()).await;
+    // From the journal now; a different body under the same id changes nothing.
+    let again = ended(
+        d.jobs
+            .submit(&body_with("dup", json!({ "ttl_ms": 5 })))
+            .await,
+    );
+    assert_eq!(*again, *r1);
+    assert_eq!(stand.runs(), 1, "one id, one run");
+}
+
+#[tokio::test]
+async fn a_job_that_waits_past_its_ttl_expires_without_running() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let t = Instant::now();
+    let late = handle(
+        d.jobs
+            .submit(&body_with("late", json!({ "ttl_ms": 60 })))
+            .await,
+    );
+    let r = done(&late).await;
+    assert_eq!(reason(&r), (Status::Expired, Some("ttl")));
+    assert!(
+        t.elapsed() >= Duration::from_millis(60),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(r
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("ttl_ms 60")));
+    assert_eq!(stand.runs(), 1, "the expired job never ran");
+    stand.go.add_permits(1);
+    assert_eq!(done(&a).await.status, Status::Ok);
+}
+
+#[tokio::test]
+async fn a_cancel_ends_a_waiting_job_before_it_starts_and_a_running_one_as_cancelled() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let b = handle(d.jobs.submit(&body("b")).await);
+
+    assert!(d.jobs.cancel("b").is_some());
+    let rb = done(&b).await;
+    assert_eq!(reason(&rb), (Status::Cancelled, Some("cancelled")));
+    assert!(rb
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("before it started")));
+
+    assert!(d.jobs.cancel("a").is_some());
+    let ra = done(&a).await;
+    assert_eq!(reason(&ra), (Status::Cancelled, Some("cancelled")));
+    assert_eq!(
+        *stand.causes.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![Cause::Requested],
+        "the running job was told the dispatcher asked"
+    );
+    assert_eq!(stand.runs(), 1, "the waiting job never ran");
+    assert!(d.jobs.cancel("nobody").is_none());
+}
+
+#[tokio::test]
+async fn a_stop_ends_the_queue_then_kills_the_running_job_after_the_grace_as_shutdown() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let b = handle(d.jobs.submit(&body("b")).await);
+
+    let t = Instant::now();
+    d.jobs.shutdown().await;
+    assert!(
+        t.elapsed() >= Duration::from_millis(100),
+        "the grace was given"
+    );
+    let rb = done(&b).await;
+    assert_eq!(reason(&rb), (Status::Internal, Some("shutdown")));
+    assert!(rb
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("before the job started")));
+    let ra = done(&a).await;
+    assert_eq!(reason(&ra), (Status::Internal, Some("shutdown")));
+    assert!(
+        ra.message
+            .as_deref()
+            .is_some_and(|m| m.contains("grace period of 100 ms")),
+        "{:?}",
+        ra.message
+    );
+    assert_eq!(
+        *stand.causes.lock().unwrap_or_else(|p| p.into_inner()),
+        vec![Cause::Shutdown { grace_ms: 100 }]
+    );
+    assert!(matches!(
+        d.jobs.submit(&body("c")).await,
+        Submitted::Stopping
+    ));
+    assert_eq!(stand.runs(), 1);
+}
+
+#[tokio::test]
+async fn a_cancel_that_came_first_stays_cancelled_through_a_stop() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    assert!(d.jobs.cancel("a").is_some());
+    d.jobs.shutdown().await;
+    assert_eq!(
+        reason(&*done(&a).await),
+        (Status::Cancelled, Some("cancelled"))
+    );
+}
+
+#[tokio::test]
+async fn an_off_runner_turns_jobs_away_and_a_bad_one_is_its_rule() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    d.jobs
+        .settings
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .skills_on = false;
+    let r = ended(d.jobs.submit(&body("a")).await);
+    assert_eq!(reason(&r), (Status::Rejected, Some("runner_off")));
+    d.jobs
+        .settings
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .skills_on = true;
+    let r = ended(
+        d.jobs
+            .submit(&body_with("b", json!({ "class": "x" })))
+            .await,
+    );
+    assert_eq!(reason(&r), (Status::Rejected, Some("invalid_job")));
+    assert!(matches!(
+        d.jobs.submit(b"{\"job_id\": 5}").await,
+        Submitted::BadRequest("bad_job_id", _)
+    ));
+    assert!(matches!(
+        d.jobs.submit(b"[1]").await,
+        Submitted::BadRequest("bad_json", _)
+    ));
+    assert_eq!(stand.runs(), 0);
+}
+
+#[tokio::test]
+async fn without_an_engine_a_job_ends_runner_unavailable_and_says_why() {
+    let d = daemon(None, "");
+    assert!(!d.jobs.ready());
+    let h = handle(d.jobs.submit(&body("a")).await);
+    let r = done(&h).await;
+    assert_eq!(reason(&r), (Status::Internal, Some("runner_unavailable")));
+    assert!(r
+        .message
+        .as_deref()
+        .is_some_and(|m| m.contains("no engine here")));
+}

@@ -1,0 +1,238 @@
+//! Unit tests of `src/daemon/journal.rs`.
+
+use super::*;
+use crate::job::Status;
+
+fn result(id: &str, reason: Reason) -> JobResult {
+    JobResult::not_run(id, reason, "m", Net::Deny, Some("v24"))
+}
+
+/// An `ok` result: no reason.
+fn ok(id: &str) -> JobResult {
+    let mut r = result(id, Reason::Exit);
+    r.status = Status::Ok;
+    r.reason = None;
+    r
+}
+
+#[test]
+fn accepted_jobs_end_once_and_survive_a_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, earlier) = j.begin_run(100).unwrap();
+    assert!(earlier.is_empty());
+    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
+    assert!(j.accept("a", run, "t", Net::Deny, now_ms()).is_err());
+    assert_eq!(j.get("a").unwrap(), Some(Entry::Accepted));
+    let ok = ok("a");
+    j.finish(&ok).unwrap();
+    assert!(j.finish(&ok).is_err(), "a job ends once");
+    assert_eq!(j.get("a").unwrap(), Some(Entry::Done(Box::new(ok.clone()))));
+    assert_eq!(j.get("zzz").unwrap(), None);
+    drop(j);
+
+    // A restart: "b" never ended.
+    let j = Journal::open(&path).unwrap();
+    let (run2, earlier) = j.begin_run(200).unwrap();
+    assert_eq!(earlier, vec![100]);
+    assert!(run2 > run);
+    let ended = j.recover(|id, net| restarted(id, net, None)).unwrap();
+    assert_eq!(ended, vec!["b".to_string()]);
+    match j.get("b").unwrap() {
+        Some(Entry::Done(r)) => {
+            assert_eq!(r.status, Status::Internal);
+            assert!(r.message.unwrap().contains("restarted"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(j.get("a").unwrap(), Some(Entry::Done(Box::new(ok))));
+    assert!(j
+        .recover(|id, net| restarted(id, net, None))
+        .unwrap()
+        .is_empty());
+    j.forget_runs_before(run2).unwrap();
+    let (_, earlier) = j.begin_run(300).unwrap();
+    assert_eq!(earlier, vec![200]);
+    let census = j.census().unwrap();
+    assert_eq!(
+        census,
+        vec![
+            ("done".to_string(), Some("internal".to_string()), 1),
+            ("done".to_string(), Some("ok".to_string()), 1)
+        ]
+    );
+}
+
+#[test]
+fn a_rejected_id_may_come_again_nothing_else_may() {
+    let tmp = tempfile::tempdir().unwrap();
+    let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    assert!(j
+        .record_rejected(&result("r", Reason::Busy), run, "t")
+        .unwrap());
+    assert!(j
+        .record_rejected(&result("r", Reason::RunnerOff), run, "t")
+        .unwrap());
+    j.accept("r", run, "t", Net::Deny, now_ms()).unwrap();
+    assert!(!j
+        .record_rejected(&result("r", Reason::Busy), run, "t")
+        .unwrap());
+    j.finish(&result("r", Reason::Wall)).unwrap();
+    assert!(j.accept("r", run, "t", Net::Deny, now_ms()).is_err());
+    assert!(!j
+        .record_rejected(&result("r", Reason::Busy), run, "t")
+        .unwrap());
+    match j.get("r").unwrap() {
+        Some(Entry::Done(r)) => assert_eq!(r.status, Status::Limit),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn done(j: &Journal, id: &str) -> Option<Status> {
+    match j.get(id).unwrap() {
+        Some(Entry::Done(r)) => Some(r.status),
+        _ => None,
+    }
+}
+
+#[test]
+fn a_removed_journal_is_written_back_with_every_job() {
+    for also_wal in [false, true] {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join(FILE_NAME);
+        let j = Journal::open(&path).unwrap();
+        let (run, _) = j.begin_run(1).unwrap();
+        j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+        j.finish(&ok("a")).unwrap();
+        j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        if also_wal {
+            for ext in ["-wal", "-shm"] {
+                let _ = std::fs::remove_file(tmp.path().join(format!("{FILE_NAME}{ext}")));
+            }
+        }
+        // The next write notices, writes the journal back, then writes its row.
+        j.finish(&result("b", Reason::Exit)).unwrap();
+        assert!(path.is_file());
+        j.accept("c", run, "t", Net::Deny, now_ms()).unwrap();
+        // What a restart would read: everything, from the file at the path.
+        let other = Journal::open(&path).unwrap();
+        assert_eq!(done(&other, "a"), Some(Status::Ok), "also_wal {also_wal}");
+        assert_eq!(done(&other, "b"), Some(Status::Error));
+        assert_eq!(other.get("c").unwrap(), Some(Entry::Accepted));
+        drop(j);
+        drop(other);
+        let reopened = Journal::open(&path).unwrap();
+        assert_eq!(done(&reopened, "b"), Some(Status::Error));
+        let left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("write-back"))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+    }
+}
+
+#[test]
+fn a_removal_is_noticed_without_a_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    j.check_file().unwrap();
+    assert_eq!(
+        Journal::open(&path).unwrap().get("a").unwrap(),
+        Some(Entry::Accepted)
+    );
+}
+
+#[test]
+fn a_write_back_cut_short_is_finished_at_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    j.finish(&ok("a")).unwrap();
+    drop(j);
+    // As if the daemon died after closing the removed file, before the rename.
+    std::fs::rename(&path, write_back_copy(&path)).unwrap();
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(done(&j, "a"), Some(Status::Ok));
+    assert!(!write_back_copy(&path).exists());
+}
+
+#[test]
+fn a_file_put_in_its_place_is_never_overwritten() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::write(&path, "someone else's").unwrap();
+    let e = j.finish(&ok("a")).unwrap_err();
+    assert_eq!(e.kind, Trouble::Detached);
+    assert!(e.to_string().contains("Move that file away"), "{e}");
+    assert_eq!(j.check_file().unwrap_err().kind, Trouble::Detached);
+    assert_eq!(std::fs::read(&path).unwrap(), b"someone else's");
+    // Moved away: the journal comes back, and the write goes through.
+    std::fs::remove_file(&path).unwrap();
+    j.finish(&ok("a")).unwrap();
+    assert_eq!(done(&Journal::open(&path).unwrap(), "a"), Some(Status::Ok));
+}
+
+#[test]
+fn a_damaged_journal_is_named_with_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    let e = Journal::open(&path).err().unwrap();
+    assert_eq!(e.kind, Trouble::Damaged, "{e}");
+    let said = e.at_start(&path);
+    assert!(said.contains(&path.display().to_string()), "{said}");
+    assert!(said.contains("move it aside"), "{said}");
+    assert!(said.contains("backup"), "{said}");
+
+    // A real journal cut short: opens, but is not whole.
+    std::fs::remove_file(&path).unwrap();
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    for i in 0..400 {
+        let id = format!("job-{i:04}-{}", "x".repeat(40));
+        j.accept(&id, run, "t", Net::Deny, now_ms()).unwrap();
+        let mut r = ok(&id);
+        r.message = Some("y".repeat(200));
+        j.finish(&r).unwrap();
+    }
+    drop(j);
+    let len = std::fs::metadata(&path).unwrap().len();
+    assert!(len > 16 * 4096, "{len}");
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len / 2).unwrap();
+    drop(f);
+    let e = Journal::open(&path)
+        .err()
+        .expect("a truncated journal is refused");
+    assert_eq!(e.kind, Trouble::Damaged, "{e}");
+}
+
+#[test]
+fn prune_removes_only_old_finished_jobs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("old", run, "t", Net::Deny, 0).unwrap();
+    j.finish(&ok("old")).unwrap();
+    j.accept("open", run, "t", Net::Deny, 0).unwrap();
+    assert_eq!(j.prune(now_ms() - 60_000).unwrap(), 0);
+    assert_eq!(j.prune(now_ms() + 1).unwrap(), 1);
+    assert_eq!(j.get("old").unwrap(), None);
+    assert_eq!(j.get("open").unwrap(), Some(Entry::Accepted));
+}
