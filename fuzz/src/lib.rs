@@ -7,7 +7,7 @@
 
 use base64::Engine as _;
 use openvibe_skill_runner::job::{
-    self, Bounds, Rejection, ValidJob, ARTIFACT, MAX_INPUTS, MAX_INPUTS_TOTAL_BYTES, MAX_JS_BYTES,
+    self, Bounds, Reason, Rejection, ValidJob, ARTIFACT, MAX_INPUTS, MAX_INPUTS_TOTAL_BYTES, MAX_JS_BYTES,
     MEM_BYTES_CAP, MEM_BYTES_MIN, TTL_MS_CAP, WALL_MS_CAP,
 };
 use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
@@ -186,7 +186,7 @@ pub fn assert_valid_job(job: &ValidJob, bounds: &Bounds) {
 /// Every rejection: a known reason, and a message fit to send back.
 pub fn assert_rejection_sane(r: &Rejection) {
     assert!(
-        matches!(r.reason, "invalid_job" | "limits_above_cap"),
+        matches!(r.reason, Reason::InvalidJob | Reason::LimitsAboveCap),
         "reason {:?}",
         r.reason
     );

@@ -230,32 +230,10 @@ pub(crate) fn serve(sock: OwnedFd, stop: OwnedFd, decide: Decide) -> GateReport 
     drop(sock);
     let mut first = true;
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: listener.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: poll on two descriptors this function owns, for as long as it runs.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            break;
-        }
-        if fds[1].revents != 0 {
-            break;
-        }
-        if fds[0].revents & libc::POLLIN == 0 {
-            // POLLHUP: no process holds the filter any more.
-            break;
+        match wait(&listener, &stop) {
+            Woke::Ready(revents) if revents & libc::POLLIN != 0 => {}
+            // POLLHUP: no process holds the filter any more; or stopped, or poll failed.
+            _ => break,
         }
         // SAFETY: the kernel requires a zeroed notification buffer; all-zero is valid.
         let mut notif: libc::seccomp_notif = unsafe { std::mem::zeroed() };
@@ -293,6 +271,46 @@ pub(crate) fn serve(sock: OwnedFd, stop: OwnedFd, decide: Decide) -> GateReport 
     report
 }
 
+/// What [`wait`] saw.
+enum Woke {
+    /// `fd` has events: its `revents`.
+    Ready(libc::c_short),
+    /// `stop` became readable or hung up: the job is over.
+    Stopped,
+    /// poll itself failed.
+    Failed,
+}
+
+/// Blocks until `fd` or `stop` has an event (poll, restarted after a signal).
+fn wait(fd: &OwnedFd, stop: &OwnedFd) -> Woke {
+    loop {
+        let mut fds = [
+            libc::pollfd {
+                fd: fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: stop.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        // SAFETY: poll on two descriptors borrowed for the call, in an array it may write.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
+        if n < 0 {
+            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Woke::Failed;
+        }
+        if fds[1].revents != 0 {
+            return Woke::Stopped;
+        }
+        return Woke::Ready(fds[0].revents);
+    }
+}
+
 /// Continues the notified call, or fails it with EPERM.
 fn answer(listener: &OwnedFd, id: u64, allow: bool) -> io::Result<()> {
     let mut resp = libc::seccomp_notif_resp {
@@ -324,31 +342,10 @@ fn answer(listener: &OwnedFd, id: u64, allow: bool) -> io::Result<()> {
 fn receive_listener(sock: &OwnedFd, stop: &OwnedFd) -> Option<(OwnedFd, i32)> {
     use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
     loop {
-        let mut fds = [
-            libc::pollfd {
-                fd: sock.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-            libc::pollfd {
-                fd: stop.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            },
-        ];
-        // SAFETY: poll on two descriptors borrowed for the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, -1) };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return None;
-        }
-        if fds[1].revents != 0 {
-            return None;
-        }
-        if fds[0].revents == 0 {
-            continue;
+        match wait(sock, stop) {
+            Woke::Ready(0) => continue,
+            Woke::Ready(_) => {}
+            Woke::Stopped | Woke::Failed => return None,
         }
         let mut byte = [0u8; 1];
         let mut iov = [io::IoSliceMut::new(&mut byte)];
