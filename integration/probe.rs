@@ -698,7 +698,8 @@ fn native_probe_mountinfo_names_no_host_path() {
     // the host path it came from. The job may see the paths it runs at (Node's, the
     // probe's); it must not learn where the runner keeps its state or source.
     let state_dir = state.path().display().to_string();
-    for forbidden in [state_dir.as_str(), "/work/", "/home/", "/root/"] {
+    let source_dir = env!("CARGO_MANIFEST_DIR");
+    for forbidden in [state_dir.as_str(), source_dir, "/home/", "/root/"] {
         assert!(
             !mountinfo.contains(forbidden),
             "the job's mountinfo names the host path {forbidden:?}:\n{mountinfo}"
