@@ -348,3 +348,22 @@ pub fn assert_host_clean(job_prefix: &str) {
     let cgroups = leftover_cgroups(job_prefix);
     assert!(cgroups.is_empty(), "job cgroups left behind: {cgroups:?}");
 }
+
+/// Runs a job given as a JSON value through an in-process engine (the tests that need an
+/// engine configured in code: the native probe, a Node without its own hardening).
+pub fn run_engine_job(
+    engine: &openvibe_skill_runner::engine::Engine,
+    job: serde_json::Value,
+) -> serde_json::Value {
+    let valid = openvibe_skill_runner::job::parse_job_value(
+        job,
+        &openvibe_skill_runner::job::Bounds::default(),
+    )
+    .unwrap_or_else(|r| panic!("the job is valid: {r:?}"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let result = rt.block_on(engine.run(valid, &openvibe_skill_runner::cancel::Cancel::new()));
+    serde_json::to_value(&result).expect("result json")
+}

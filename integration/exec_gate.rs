@@ -10,10 +10,8 @@
 
 use crate::common::*;
 use base64::Engine as _;
-use openvibe_skill_runner::cancel::Cancel;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
-use openvibe_skill_runner::job::{parse_job_value, Bounds, JobResult};
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::path::PathBuf;
@@ -44,14 +42,7 @@ fn run_route(engine: &Engine, job_id: &str, route: &str, loader: &str, net: &str
         "net": net,
         "limits": {"wall_ms": 20000, "mem_bytes": 268435456}
     });
-    let valid = parse_job_value(job, &Bounds::default())
-        .unwrap_or_else(|r| panic!("the job is valid: {r:?}"));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let result: JobResult = rt.block_on(engine.run(valid, &Cancel::new()));
-    serde_json::to_value(&result).expect("result json")
+    run_engine_job(engine, job)
 }
 
 #[test]

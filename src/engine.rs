@@ -343,17 +343,15 @@ impl Engine {
             egress_ports: &self.egress.policy().ports,
             existing: &|p: &Path| p.exists(),
             fault: self.config.runner.fault_inject,
+            node_hardening: !self.compromised_node,
         });
-        let mut plan = match built {
+        let plan = match built {
             Ok(p) => p,
             Err(e) => {
                 let _ = cgroup.remove_blocking().await;
                 return self.internal(job, e);
             }
         };
-        if self.compromised_node {
-            plan.argv.retain(|a| !plan::is_node_hardening_flag(a));
-        }
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {

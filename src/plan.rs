@@ -161,6 +161,9 @@ pub struct PlanInputs<'a> {
     pub existing: &'a dyn Fn(&Path) -> bool,
     /// A step to make fail (configuration `fault_inject`, tests of failing closed).
     pub fault: Option<Fault>,
+    /// Node's own hardening flags (permission model, no code from strings, the preload);
+    /// false only for tests that prove what the OS layers hold without them.
+    pub node_hardening: bool,
 }
 
 /// What the engine knows about one job's place on the host.
@@ -231,6 +234,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         egress_ports,
         existing,
         fault,
+        node_hardening,
     } = inputs;
     // The job's own mode's programs, never another's.
     let seccomp = seccomp(job.net)?.clone();
@@ -335,7 +339,14 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         gid: uid,
         cwd: SKILL_DIR.into(),
         exe: rt.node.clone(),
-        argv: node_argv(job, rt),
+        argv: if node_hardening {
+            node_argv(job, rt)
+        } else {
+            node_argv(job, rt)
+                .into_iter()
+                .filter(|a| !is_node_hardening_flag(a))
+                .collect()
+        },
         env: Vec::new(),
         landlock: LandlockPlan {
             read_files,
@@ -416,6 +427,7 @@ mod tests {
             egress_ports: &[443, 80],
             existing: &|_| all_exist,
             fault: None,
+            node_hardening: true,
         })
         .expect("a plan")
     }
@@ -453,6 +465,7 @@ mod tests {
             egress_ports: &[],
             existing: &|_| true,
             fault: Some(Fault::Landlock),
+            node_hardening: true,
         };
         let p = build(inputs(&public_job)).expect("a plan");
         assert_eq!(p.seccomp, public);
