@@ -20,3 +20,5 @@ pub mod runtime;
 pub mod sandbox;
 pub mod skill;
 pub mod supervise;
+#[cfg(test)]
+mod test_skips;

@@ -1,5 +1,6 @@
 //! Against the real kernel, under the real detected parent: real limits, real processes.
-//! They need root (they run as root here and in CI) and print a note and pass otherwise.
+//! They need root (they run as root here and in CI); without it they report a skip, which
+//! `scripts/test` turns into a failure (`crate::test_skips`).
 //! `OPENVIBE_TEST_CGROUP_PARENT` sets the parent, as the runner's configuration would.
 //!
 //! Every test names its cgroups `cgtest-<pid>-<what>`, touches only those, kills only
@@ -16,7 +17,7 @@ const MIB: u64 = 1024 * 1024;
 
 fn real_host(test: &str) -> Option<CgroupHost> {
     if !nix::unistd::geteuid().is_root() {
-        eprintln!("note: {test} skipped: it needs root to create cgroups");
+        crate::test_skips::skipped(test, "it needs root to create cgroups");
         return None;
     }
     let configured = std::env::var_os("OPENVIBE_TEST_CGROUP_PARENT").map(PathBuf::from);
@@ -205,13 +206,12 @@ fn real_memory_limit_kills_the_job_not_the_host() {
     let Some(host) = real_host("real_memory_limit_kills_the_job_not_the_host") else {
         return;
     };
-    if Command::new("python3")
-        .arg("-c")
-        .arg("pass")
-        .status()
-        .is_err()
-    {
-        eprintln!("note: real_memory_limit_kills_the_job_not_the_host skipped: no python3");
+    let node = Path::new(crate::runtime::PINNED_PATH);
+    if !node.is_file() {
+        crate::test_skips::skipped(
+            "real_memory_limit_kills_the_job_not_the_host",
+            "the pinned Node is not installed (scripts/install-node)",
+        );
         return;
     }
     let name = unique("memory");
@@ -227,10 +227,11 @@ fn real_memory_limit_kills_the_job_not_the_host() {
         .expect("create job");
     // Waits on stdin, so it allocates only once it is in the job; then ~200 MiB, 1 MiB
     // at a time, every page written.
-    let mut child = Started::spawn(Command::new("python3").args([
-        "-c",
-        "import sys\nsys.stdin.buffer.read(1)\nheld = []\nfor _ in range(200):\n    \
-         held.append(b'x' * (1 << 20))\nprint('survived', len(held))\n",
+    let mut child = Started::spawn(Command::new(node).args([
+        "-e",
+        "require('fs').readSync(0, Buffer.alloc(1)); const held = []; \
+         for (let i = 0; i < 200; i++) held.push(Buffer.alloc(1 << 20, 1)); \
+         console.log('survived', held.length);",
     ]));
     job.add_process(child.pid()).expect("add the child");
     child.release();
@@ -367,7 +368,7 @@ fn real_v2_freeze_and_kill_paths_on_a_hybrid_hosts_cgroup2_mount() {
     let own = common::parse_self_cgroup(&self_cgroup).v2;
     let (Some(mount), Some("/"), CgroupVersion::V1) = (v2_mount, own.as_deref(), host.version())
     else {
-        eprintln!("note: {test} skipped: not a hybrid host with the runner in the v2 root");
+        crate::test_skips::skipped(test, "not a hybrid host with the runner in the v2 root");
         return;
     };
     let mount_dir = mount.dir(Path::new("/"));

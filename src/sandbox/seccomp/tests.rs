@@ -1765,29 +1765,24 @@ fn probe_network(p: &mut Probe) {
 // ---------------------------------------------------------------------------------------
 // The real Node under the compiled filter.
 
-const NODE_CANDIDATES: [&str; 2] = [
-    "/opt/openvibe-skill-runner/node-v24.22.3/bin/node",
-    "/tmp/package/bin/node",
-];
-
-/// The Node binaries to try: `OVSR_TEST_NODE` if set, else the first pinned one present.
+/// The Node binary to try: `OVSR_TEST_NODE` if set, else the pinned runtime. Without one
+/// the tests below report a skip (`crate::test_skips`), which `scripts/test` fails.
 fn nodes() -> Vec<PathBuf> {
     if let Some(node) = std::env::var_os("OVSR_TEST_NODE") {
         return vec![PathBuf::from(node)];
     }
-    let found: Vec<PathBuf> = NODE_CANDIDATES
-        .iter()
-        .map(PathBuf::from)
-        .filter(|p| p.is_file())
-        .take(1)
-        .collect();
-    if found.is_empty() {
-        println!(
-            "note: skipped, no Node at {} (scripts/install-node puts it there)",
-            NODE_CANDIDATES.join(" or ")
-        );
+    let pinned = PathBuf::from(crate::runtime::PINNED_PATH);
+    if pinned.is_file() {
+        return vec![pinned];
     }
-    found
+    crate::test_skips::skipped(
+        "the seccomp tests with the real Node",
+        &format!(
+            "no Node at {} (scripts/install-node puts it there)",
+            pinned.display()
+        ),
+    );
+    Vec::new()
 }
 
 fn node_major(node: &Path) -> u32 {
