@@ -38,6 +38,56 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A configuration's text with this tree's policies and preload named in it (unless it
+/// names its own): the suite tests this tree's files, never a copy an installed package
+/// left under /etc/openvibe-skill-runner on the machine.
+pub fn hermetic(config: &str) -> String {
+    let mut doc: toml_edit::DocumentMut = config
+        .parse()
+        .unwrap_or_else(|e| panic!("a test's configuration is not TOML: {e}\n{config}"));
+    let runner = doc
+        .entry("runner")
+        .or_insert_with(toml_edit::table)
+        .as_table_mut()
+        .expect("[runner] is a table");
+    for (key, dir) in [("policies_dir", "policies"), ("runtime_dir", "runtime")] {
+        if !runner.contains_key(key) {
+            runner[key] = toml_edit::value(repo().join(dir).display().to_string());
+        }
+    }
+    doc.to_string()
+}
+
+/// `state`'s `config.toml`, written hermetic and empty otherwise unless a test wrote one.
+pub fn hermetic_config_file(state: &Path) -> PathBuf {
+    let config = state.join("config.toml");
+    if !config.exists() {
+        std::fs::write(&config, hermetic("")).expect("write the configuration");
+    }
+    config
+}
+
+/// The runner with a hermetic configuration (see [`hermetic`]) written into `state` and
+/// `state` as its state directory.
+pub fn runner_in(state: &Path) -> Command {
+    let config = hermetic_config_file(state);
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state);
+    cmd
+}
+
+/// An in-process engine's configuration: `state` and this tree's policies and preload.
+pub fn hermetic_engine_config(state: &Path) -> openvibe_skill_runner::config::Config {
+    let mut config = openvibe_skill_runner::config::Config::default();
+    config.runner.state_dir = state.to_path_buf();
+    config.runner.policies_dir = Some(repo().join("policies"));
+    config.runner.runtime_dir = Some(repo().join("runtime"));
+    config
+}
+
 /// The suite needs root and the pinned Node; without them it fails, loudly, rather than
 /// passing without having proved anything.
 pub fn require_host() {
@@ -77,15 +127,9 @@ impl State {
 
     /// Runs `run-job` with a configuration file of the given text.
     pub fn run_job_configured(&self, text: &[u8], config: Option<&str>) -> Value {
-        let mut cmd = Command::new(BIN);
-        if let Some(c) = config {
-            let path = self.path().join("config.toml");
-            std::fs::write(&path, c).expect("write the configuration");
-            cmd.arg("--config").arg(path);
-        }
-        let mut child = cmd
-            .arg("--state-dir")
-            .arg(self.path())
+        let path = self.path().join("config.toml");
+        std::fs::write(&path, hermetic(config.unwrap_or(""))).expect("write the configuration");
+        let mut child = runner_in(self.path())
             .arg("run-job")
             .arg("-")
             .stdin(Stdio::piped())
@@ -120,9 +164,7 @@ impl State {
         // Through a file: a large input does not fit one argument.
         let input_file = self.path().join("input.json");
         std::fs::write(&input_file, input.to_string()).expect("write the input");
-        let out = Command::new(BIN)
-            .arg("--state-dir")
-            .arg(self.path())
+        let out = runner_in(self.path())
             .arg("run")
             .arg(skill)
             .arg("--tool")

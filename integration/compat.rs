@@ -193,9 +193,7 @@ fn check(p: &Package, state: &State) -> Option<String> {
     let input_file = state.path().join(format!("{}.input.json", p.name));
     std::fs::write(&input_file, input).expect("input file");
 
-    let out = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(state.path())
+    let out = runner_in(state.path())
         .arg("run")
         .arg(skill.path())
         .arg("--tool")

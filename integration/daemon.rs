@@ -113,7 +113,7 @@ impl Daemon {
             .tempdir()
             .expect("temp dir");
         let config = format!("[worker]\nfunctions = [\"openvibe-skill-runner@1.0.0\"]\n{extra}\n");
-        std::fs::write(dir.path().join("config.toml"), config).expect("config");
+        std::fs::write(dir.path().join("config.toml"), hermetic(&config)).expect("config");
         Daemon {
             dir,
             child: None,
@@ -487,17 +487,26 @@ fn the_daemon_runs_jobs_over_its_socket() {
     assert_status(&done["result"], "ok", None);
     assert_eq!(done["result"]["output"], 1);
 
-    // The slot is taken, the one queue place too: the next is busy at once; the queued
-    // one's ttl passes; cancel ends the running one.
+    // The slot is taken, the one queue place too: the next is busy at once. The job that
+    // holds the queue place has no ttl, so a slow machine cannot let it expire (and free
+    // the place) before the busy one arrives.
     let (code, _) = d.post(&job("dtest-run-idle", IDLE, 20000));
     assert_eq!(code, 202);
     d.wait_state("dtest-run-idle", "running");
+    let (code, env) = d.post(&job("dtest-run-waiting", ONE, 5000));
+    assert_eq!(code, 202, "{env}");
+    assert_eq!(env["state"], "queued", "{env}");
+    let busy = d.post_wait(&job("dtest-run-busy", ONE, 5000));
+    assert_status(&busy, "rejected", Some("busy"));
+    // Cancelled while queued: it never runs, and its place is free again.
+    let (code, cancelled) = d.call("DELETE", "/v1/jobs/dtest-run-waiting", None);
+    assert_eq!(code, 200, "{cancelled}");
+    assert_status(&cancelled["result"], "cancelled", Some("cancelled"));
+    // A queued job's ttl passes while the slot stays taken.
     let mut queued = job("dtest-run-ttl", ONE, 5000);
     queued["ttl_ms"] = json!(300);
     let (code, env) = d.post(&queued);
     assert_eq!(code, 202, "{env}");
-    let busy = d.post_wait(&job("dtest-run-busy", ONE, 5000));
-    assert_status(&busy, "rejected", Some("busy"));
     let expired = d.post_wait(&queued);
     assert_status(&expired, "expired", Some("ttl"));
     let (code, cancelled) = d.call("DELETE", "/v1/jobs/dtest-run-idle", None);
@@ -561,7 +570,7 @@ fn the_daemon_runs_jobs_over_its_socket() {
         "openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"}",
         "openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1",
         "openvibe_skill_runner_jobs_total{status=\"expired\",reason=\"ttl\"} 1",
-        "openvibe_skill_runner_jobs_total{status=\"cancelled\",reason=\"cancelled\"} 1",
+        "openvibe_skill_runner_jobs_total{status=\"cancelled\",reason=\"cancelled\"} 2",
         "openvibe_skill_runner_job_wall_seconds_count",
         "openvibe_skill_runner_job_cpu_seconds_bucket{le=\"+Inf\"}",
         "openvibe_skill_runner_jobs_running 0",
@@ -797,9 +806,10 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
         "a log line for the refusal"
     );
     // Allowed by configuration (re-read when the file changes): admitted.
-    let mut text = std::fs::read_to_string(d.config()).expect("config");
-    text.push_str("allow_uids = [65533]\n");
-    std::fs::write(d.config(), text).expect("config");
+    let text = std::fs::read_to_string(d.config()).expect("config");
+    let mut doc: toml_edit::DocumentMut = text.parse().expect("the daemon's configuration");
+    doc["daemon"]["allow_uids"] = toml_edit::value(toml_edit::Array::from_iter([65533i64]));
+    std::fs::write(d.config(), doc.to_string()).expect("config");
     let started = Instant::now();
     loop {
         let out = curl("/v1/info");

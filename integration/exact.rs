@@ -6,7 +6,6 @@
 use crate::common::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::process::Command;
 
 /// An input no JSON value type keeps as written.
 pub const INPUT: &str = r#"{"zeta":2,"id":1234567890123456789012,"alpha":[3,1],"neg":-0,"f":1.0000000000000002,"e1":"\u00e9","e2":"é","slash":"\/","huge":1E400,"tiny":-1e-400,"lone":"\ud800","nested":{"b":[{"y":1,"x":2}],"a":null}}"#;
@@ -56,9 +55,7 @@ pub fn job_text(id: &str, code: &str, input: &str) -> String {
 }
 
 fn run_job_raw(state: &State, text: &str) -> RawResult {
-    let out = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(state.path())
+    let out = runner_in(state.path())
         .arg("run-job")
         .arg("-")
         .stdin(std::process::Stdio::piped())
@@ -160,9 +157,7 @@ fn run_input_reaches_the_tool_as_written() {
     let state = State::new();
     let skill = echo_skill();
     let run = |input: &str| {
-        Command::new(BIN)
-            .arg("--state-dir")
-            .arg(state.path())
+        runner_in(state.path())
             .args(["run", &skill.path().display().to_string(), "--tool", "echo"])
             .args(["--input", input, "--json"])
             .output()
@@ -180,9 +175,7 @@ fn run_input_reaches_the_tool_as_written() {
     RawResult::parse(&out.stdout).assert_output(INPUT);
 
     // The human summary prints the output as written too.
-    let out = Command::new(BIN)
-        .arg("--state-dir")
-        .arg(state.path())
+    let out = runner_in(state.path())
         .args(["run", &skill.path().display().to_string(), "--tool", "echo"])
         .args(["--input", INPUT])
         .output()

@@ -10,17 +10,13 @@
 
 use crate::common::*;
 use base64::Engine as _;
-use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use serde_json::{json, Value};
 use sha2::Digest;
 use std::path::PathBuf;
 
 fn compromised_engine(state: &State) -> Engine {
-    let mut config = Config::default();
-    config.runner.state_dir = state.path().to_path_buf();
-    config.runner.policies_dir = Some(repo().join("policies"));
-    Engine::start(config)
+    Engine::start(hermetic_engine_config(state.path()))
         .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
         .with_runner_executable(PathBuf::from(BIN))
         .without_node_hardening()

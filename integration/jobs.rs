@@ -211,6 +211,8 @@ fn two_runners_side_by_side_never_share_a_uid() {
             let mut child = std::process::Command::new("unshare")
                 .args(["--pid", "--fork", "--kill-child"])
                 .arg(BIN)
+                .arg("--config")
+                .arg(hermetic_config_file(state.path()))
                 .arg("--state-dir")
                 .arg(state.path())
                 .args(["run-job", "-"])

@@ -7,7 +7,6 @@
 
 use crate::common::*;
 use base64::Engine as _;
-use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use serde_json::{json, Value};
 use sha2::Digest;
@@ -43,10 +42,7 @@ fn compile_probe() -> (tempfile::TempDir, PathBuf) {
 /// loader executable, as for a Node job): the loader route is then a real one. Returns the
 /// loader's path.
 fn probe_engine_with_loader(state: &State, exe: &Path) -> (Engine, PathBuf) {
-    let mut config = Config::default();
-    config.runner.state_dir = state.path().to_path_buf();
-    config.runner.policies_dir = Some(repo().join("policies"));
-    let node = Engine::start(config)
+    let node = Engine::start(hermetic_engine_config(state.path()))
         .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"));
     let libraries = node.runtime.libraries.clone();
     let loader = node
@@ -63,11 +59,8 @@ fn probe_engine_with_loader(state: &State, exe: &Path) -> (Engine, PathBuf) {
 }
 
 fn probe_engine(state: &State, exe: &Path) -> Engine {
-    let mut config = Config::default();
-    config.runner.state_dir = state.path().to_path_buf();
-    // The policy of this source tree, not one installed on the machine.
-    config.runner.policies_dir = Some(repo().join("policies"));
-    Engine::start(config)
+    // The policy and preload of this source tree, not one installed on the machine.
+    Engine::start(hermetic_engine_config(state.path()))
         .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
         .with_probe_executable(exe.to_path_buf())
         .with_runner_executable(PathBuf::from(BIN))
@@ -744,7 +737,17 @@ fn native_probe_two_jobs_share_no_abstract_socket() {
         let input = format!("listen {name}");
         std::thread::spawn(move || run_probe(&engine, "probe-cross-listen", &input))
     };
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The sender starts once the listener's job is running (its sandbox processes are
+    // there), and the two report when they were there: the test proves they overlapped.
+    let started = std::time::Instant::now();
+    while sandbox_processes("probe-cross-listen").is_empty() {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "the listening job never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
     let sender = run_probe(&engine, "probe-cross-send", &format!("send {name}"));
     let listener = listener.join().expect("listener thread");
     assert_eq!(sender["status"], "ok", "{sender}");
@@ -758,6 +761,12 @@ fn native_probe_two_jobs_share_no_abstract_socket() {
     assert_eq!(s["sent"], 0, "the other job cannot reach it: {s}");
     assert_eq!(s["errno"], i64::from(ECONNREFUSED), "{s}");
     assert_eq!(l["received"], -1, "nothing arrived from the other job: {l}");
+    let ns = |v: &Value, k: &str| v[k].as_i64().unwrap_or_else(|| panic!("{k} in {v}"));
+    assert!(
+        ns(l, "from_ns") <= ns(s, "first_ns") && ns(s, "last_ns") <= ns(l, "until_ns"),
+        "the sender's attempts fell within the listener's time bound to its name (the two \
+         jobs overlapped): listener {l}, sender {s}"
+    );
     assert_host_clean("probe-cross");
 }
 

@@ -241,7 +241,7 @@ impl EgressNet {
             "[runner]\npolicies_dir = {}\ndns_servers = [\"{DNS_IP}\"]\n",
             toml_string(&policies.display().to_string())
         );
-        fs::write(&self.config, config).expect("write config.toml");
+        fs::write(&self.config, hermetic(&config)).expect("write config.toml");
     }
 
     fn start_sinks_and_dns(&mut self) {
