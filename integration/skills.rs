@@ -19,6 +19,185 @@ struct Case {
     /// Paths on the host that must not exist after the case (what a write attack targets).
     #[serde(default)]
     host_must_not_exist: Vec<PathBuf>,
+    /// The harness listens on the host for the case (see [`Listeners`]) and fills the
+    /// input's `"$tcp_port"`, `"$udp_port"`, `"$host_ip"` and `"$abstract_name"` with
+    /// where; after the case, nothing may have arrived.
+    #[serde(default)]
+    listeners: bool,
+}
+
+/// Real listeners on the host for a network attack to aim at: TCP and UDP on every address
+/// (loopback and the host's own, v4 and v6, one port each) and an abstract unix socket.
+/// A control connection first shows each one would see an attempt; after the case each
+/// must have seen nothing.
+struct Listeners {
+    tcp: std::net::TcpListener,
+    udp: std::net::UdpSocket,
+    abstract_: std::os::unix::net::UnixListener,
+    abstract_name: String,
+    host_ip: String,
+}
+
+impl Listeners {
+    fn open(case: &str) -> Listeners {
+        use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+        use std::os::linux::net::SocketAddrExt as _;
+        let any: std::net::SocketAddr = "[::]:0".parse().expect("address");
+        let dual = |ty: Type, proto: Protocol| {
+            let s = Socket::new(Domain::IPV6, ty, Some(proto)).expect("socket");
+            s.set_only_v6(false).expect("dual stack");
+            s.bind(&SockAddr::from(any)).expect("bind [::]:0");
+            s
+        };
+        let tcp = dual(Type::STREAM, Protocol::TCP);
+        tcp.listen(16).expect("listen");
+        let tcp: std::net::TcpListener = tcp.into();
+        let udp: std::net::UdpSocket = dual(Type::DGRAM, Protocol::UDP).into();
+        let abstract_name = format!("ovsr-skills-{}-{case}", std::process::id());
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .expect("abstract address");
+        let abstract_ =
+            std::os::unix::net::UnixListener::bind_addr(&addr).expect("abstract listener");
+        let host_ip = host_address().unwrap_or_else(|| {
+            println!("note: {case}: the host has no address but loopback; host_ip is 127.0.0.1");
+            "127.0.0.1".to_string()
+        });
+        let l = Listeners {
+            tcp,
+            udp,
+            abstract_,
+            abstract_name,
+            host_ip,
+        };
+        for s in [&l.tcp as &dyn std::os::fd::AsRawFd, &l.udp, &l.abstract_] {
+            set_nonblocking(s.as_raw_fd());
+        }
+        l.control();
+        l
+    }
+
+    fn tcp_port(&self) -> u16 {
+        self.tcp.local_addr().expect("tcp address").port()
+    }
+
+    fn udp_port(&self) -> u16 {
+        self.udp.local_addr().expect("udp address").port()
+    }
+
+    /// From the host, each listener sees an attempt (then it is drained): a listener that
+    /// could not see one would prove nothing by seeing nothing.
+    fn control(&self) {
+        use std::os::linux::net::SocketAddrExt as _;
+        for ip in ["127.0.0.1", "::1", self.host_ip.as_str()] {
+            let at = std::net::SocketAddr::new(ip.parse().expect("ip"), self.tcp_port());
+            let _c = std::net::TcpStream::connect_timeout(&at, std::time::Duration::from_secs(2))
+                .unwrap_or_else(|e| panic!("control: connect to {at}: {e}"));
+            assert!(self.tcp_arrival().is_some(), "control: {at} was not seen");
+            let sender = std::net::UdpSocket::bind(if ip.contains(':') {
+                "[::1]:0"
+            } else {
+                "0.0.0.0:0"
+            })
+            .expect("udp sender");
+            let to = std::net::SocketAddr::new(ip.parse().expect("ip"), self.udp_port());
+            sender.send_to(b"control", to).expect("control datagram");
+            assert!(
+                self.udp_arrival().is_some(),
+                "control: a datagram to {to} was not seen"
+            );
+        }
+        let addr =
+            std::os::unix::net::SocketAddr::from_abstract_name(self.abstract_name.as_bytes())
+                .expect("abstract address");
+        let _c = std::os::unix::net::UnixStream::connect_addr(&addr).expect("control: abstract");
+        assert!(
+            self.abstract_arrival(),
+            "control: the abstract socket was not seen"
+        );
+    }
+
+    fn tcp_arrival(&self) -> Option<std::net::SocketAddr> {
+        // A connection the kernel completed may take a moment to be queued.
+        for _ in 0..50 {
+            if let Ok((_, from)) = self.tcp.accept() {
+                return Some(from);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
+    }
+
+    fn udp_arrival(&self) -> Option<std::net::SocketAddr> {
+        let mut buf = [0u8; 64];
+        for _ in 0..50 {
+            if let Ok((_, from)) = self.udp.recv_from(&mut buf) {
+                return Some(from);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        None
+    }
+
+    fn abstract_arrival(&self) -> bool {
+        for _ in 0..50 {
+            if self.abstract_.accept().is_ok() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        false
+    }
+
+    /// The case's input with the placeholders filled in.
+    fn fill(&self, input: &Value) -> Value {
+        match input {
+            Value::String(s) => match s.as_str() {
+                "$tcp_port" => Value::from(self.tcp_port()),
+                "$udp_port" => Value::from(self.udp_port()),
+                "$host_ip" => Value::from(self.host_ip.clone()),
+                "$abstract_name" => Value::from(self.abstract_name.clone()),
+                _ => input.clone(),
+            },
+            Value::Array(a) => Value::Array(a.iter().map(|v| self.fill(v)).collect()),
+            Value::Object(o) => {
+                Value::Object(o.iter().map(|(k, v)| (k.clone(), self.fill(v))).collect())
+            }
+            _ => input.clone(),
+        }
+    }
+
+    /// What reached the host during the case: nothing, or what.
+    fn arrivals(&self) -> Vec<String> {
+        let mut seen = Vec::new();
+        if let Ok((_, from)) = self.tcp.accept() {
+            seen.push(format!("a TCP connection from {from}"));
+        }
+        let mut buf = [0u8; 64];
+        if let Ok((_, from)) = self.udp.recv_from(&mut buf) {
+            seen.push(format!("a UDP datagram from {from}"));
+        }
+        if self.abstract_.accept().is_ok() {
+            seen.push(format!("a connection to @{}", self.abstract_name));
+        }
+        seen
+    }
+}
+
+fn set_nonblocking(fd: std::os::fd::RawFd) {
+    // SAFETY: the descriptor is one of this test's own open sockets, borrowed for the call.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let flags = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_GETFL).expect("F_GETFL");
+    let flags = nix::fcntl::OFlag::from_bits_truncate(flags) | nix::fcntl::OFlag::O_NONBLOCK;
+    nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(flags)).expect("F_SETFL");
+}
+
+/// One of the host's own IPv4 addresses that is not loopback, if it has one.
+fn host_address() -> Option<String> {
+    nix::ifaddrs::getifaddrs()
+        .ok()?
+        .filter_map(|i| i.address?.as_sockaddr_in().map(|a| a.ip()))
+        .find(|ip| !ip.is_loopback())
+        .map(|ip| ip.to_string())
 }
 
 #[derive(Debug, Deserialize)]
@@ -46,6 +225,11 @@ struct Limits {
     wall_ms: Option<u64>,
     mem_bytes: Option<u64>,
 }
+
+/// What the runner's own start and cleanup around a job may take on this kind of machine
+/// (it hashes the 120 MB Node once per fresh state directory): the allowance between a
+/// case's `max_wall_ms` and the time the test measures itself.
+const RUNNER_OWN_MS: u64 = 3000;
 
 fn cases() -> Vec<(PathBuf, Case)> {
     let mut all = Vec::new();
@@ -155,7 +339,13 @@ fn check(dir: &Path, case: &Case) -> Result<(), String> {
             extra.push(m.to_string());
         }
     }
-    let r = state.run_skill(dir, &case.tool, &case.input, &extra);
+    let listeners = case.listeners.then(|| Listeners::open(&case.name));
+    let input = listeners
+        .as_ref()
+        .map_or_else(|| case.input.clone(), |l| l.fill(&case.input));
+    let started = std::time::Instant::now();
+    let r = state.run_skill(dir, &case.tool, &input, &extra);
+    let elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let e = &case.expect;
     let mut problems = Vec::new();
     if r["status"] != e.status.as_str() || r["reason"].as_str() != e.reason.as_deref() {
@@ -183,6 +373,17 @@ fn check(dir: &Path, case: &Case) -> Result<(), String> {
         if r["wall_ms"].as_u64().unwrap_or(u64::MAX) > max {
             problems.push(format!("wall_ms {} above {max}", r["wall_ms"]));
         }
+        // The test's own clock, not only the runner's word: the whole `run`, with the
+        // runner's start (it verifies the pinned Node in a fresh state directory) and its
+        // cleanup, stays within the bound plus what those take.
+        let bound = max + RUNNER_OWN_MS * scale;
+        if elapsed_ms > bound {
+            problems.push(format!(
+                "the run took {elapsed_ms} ms by the test's clock, above {bound} ms \
+                 (max_wall_ms {max} plus {} ms for the runner's own start and cleanup)",
+                RUNNER_OWN_MS * scale
+            ));
+        }
     }
     if let Some(t) = e.stderr_truncated {
         if r["stderr_truncated"] != t {
@@ -205,6 +406,11 @@ fn check(dir: &Path, case: &Case) -> Result<(), String> {
     }
     if r["status"] != "ok" && r.get("output").is_some() {
         problems.push("output present on a non-ok result".into());
+    }
+    if let Some(l) = &listeners {
+        for arrival in l.arrivals() {
+            problems.push(format!("the host's listener saw {arrival}"));
+        }
     }
     for p in &case.host_must_not_exist {
         if p.exists() {

@@ -842,7 +842,15 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
 }
 
 /* Cross-job channels: an abstract unix datagram socket bound in one job, a sender in
- * another. Both bounded (at most 3 s of waiting). */
+ * another. Both bounded (at most 3 s of waiting). Each reports, on the monotonic clock the
+ * host shares with every job (no time namespace), when it was there, so the test can show
+ * that the two jobs overlapped. */
+static long long now_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
 static int abstract_addr(const char *name, struct sockaddr_un *a, socklen_t *len) {
     memset(a, 0, sizeof *a);
     a->sun_family = AF_UNIX;
@@ -864,6 +872,7 @@ static int listen_mode(const char *name) {
     long self_received = -1, received = -1;
     if (fd < 0 || bind(fd, (struct sockaddr *)&a, alen) != 0)
         bind_errno = errno;
+    long long from_ns = now_ns();
     struct timeval tv = {.tv_sec = 3, .tv_usec = 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     /* Control: the job reaches its own name, so a refusal from elsewhere is isolation. */
@@ -875,8 +884,10 @@ static int listen_mode(const char *name) {
     /* Then wait for another job's message: none may arrive. */
     received = recv(fd, buf, sizeof buf, 0);
     int recv_errno = received < 0 ? errno : 0;
-    printf("{\"bind_errno\":%d,\"self_errno\":%d,\"self_received\":%ld,\"received\":%ld,\"recv_errno\":%d}",
-           bind_errno, self_errno, self_received, received, recv_errno);
+    long long until_ns = now_ns();
+    printf("{\"bind_errno\":%d,\"self_errno\":%d,\"self_received\":%ld,\"received\":%ld,\"recv_errno\":%d,"
+           "\"from_ns\":%lld,\"until_ns\":%lld}",
+           bind_errno, self_errno, self_received, received, recv_errno, from_ns, until_ns);
     return 0;
 }
 
@@ -887,6 +898,7 @@ static int send_mode(const char *name) {
         return 3;
     int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     int last_errno = 0, sent = 0;
+    long long first_ns = now_ns();
     for (int i = 0; i < 20 && !sent; i++) {
         if (sendto(fd, "cross", 5, 0, (struct sockaddr *)&a, alen) == 5)
             sent = 1;
@@ -895,7 +907,9 @@ static int send_mode(const char *name) {
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 100 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    printf("{\"sent\":%d,\"errno\":%d}", sent, last_errno);
+    long long last_ns = now_ns();
+    printf("{\"sent\":%d,\"errno\":%d,\"first_ns\":%lld,\"last_ns\":%lld}", sent, last_errno,
+           first_ns, last_ns);
     return 0;
 }
 

@@ -11,6 +11,10 @@
 //               for documentation, never assigned to anyone, so even a broken sandbox sends
 //               nothing to a real third party). Used for TCP :443, UDP :53 and fetch http.
 //   dns_name    a name to resolve (default example.com, reserved by IANA).
+//   host_ip     one of the host's own addresses (the harness listens on every address at
+//               local_port and udp_port); absent: not tried.
+//   udp_port    a UDP port the harness listens on (loopback and host_ip); absent: not tried.
+//   abstract_name  an abstract unix socket name the harness listens on; absent: not tried.
 //
 // Every probe gives up after 2 s, all run at once, the whole tool ends within ~3 s.
 // stdout: which probes succeeded (expected: none, all false). stderr: the error code
@@ -91,6 +95,9 @@ async function main() {
   const publicIp = typeof input.public_ip === 'string' && net.isIP(input.public_ip) ? input.public_ip : '192.0.2.1';
   const dnsName = typeof input.dns_name === 'string' ? input.dns_name : 'example.com';
   const urlHost = net.isIPv6(publicIp) ? `[${publicIp}]` : publicIp;
+  const hostIp = typeof input.host_ip === 'string' && net.isIP(input.host_ip) ? input.host_ip : null;
+  const udpPort = Number.isInteger(input.udp_port) ? input.udp_port : null;
+  const abstractName = typeof input.abstract_name === 'string' ? input.abstract_name : null;
 
   const probes = {
     tcp_local: tcp({ host: '127.0.0.1', port: localPort }),
@@ -102,6 +109,10 @@ async function main() {
     fetch_http: httpFetch(`http://${urlHost}/`),
     unix_runner_socket: tcp({ path: '/run/openvibe-link/skill-runner.sock' }),
   };
+  if (hostIp !== null) probes.tcp_host = tcp({ host: hostIp, port: localPort });
+  if (udpPort !== null) probes.udp_local = udp('127.0.0.1', udpPort);
+  if (udpPort !== null && hostIp !== null) probes.udp_host = udp(hostIp, udpPort);
+  if (abstractName !== null) probes.abstract_host = tcp({ path: `\0${abstractName}` });
   const names = Object.keys(probes);
   const results = await Promise.all(Object.values(probes));
   const report = {};
