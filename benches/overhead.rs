@@ -5,7 +5,8 @@
 //! of an older commit) adds that binary's `run-job`, interleaved with the others, and the
 //! ratio of the two: a before/after comparison the machine's drift between runs cannot skew.
 //!
-//! Bare: `node tool.js < input.json`. Sandboxed: `openvibe-skill-runner run-job job.json`
+//! Bare: `node tool.js < input.json`. Flagged: the job's own Node command line (the
+//! contract's flags, the read grants, the runner's preload) without the sandbox. Sandboxed: `openvibe-skill-runner run-job job.json`
 //! (a whole CLI start, job validation, input layout, cgroup, namespaces, landlock, seccomp,
 //! Node, cleanup). Both run the same trivial tool on the same input.
 
@@ -30,14 +31,60 @@ fn bin() -> PathBuf {
     root.join("target/release/openvibe-skill-runner")
 }
 
-/// The flags the runner gives Node (SPEC.md, What runs), for the flagged baseline.
-fn runner_flags(dir: &Path) -> Vec<String> {
+/// The job's Node command line without the sandbox, for the flagged baseline: the same
+/// flags the plan gives a job (`plan::node_argv`: the permission model, the read grants of
+/// the skill and the preload, no code from strings, the heap ceiling of the default memory
+/// limit) and the same preload, required from a file beside the skill.
+fn runner_flags(dir: &Path, preload: &Path) -> Vec<String> {
+    use openvibe_skill_runner::plan;
     vec![
         "--permission".into(),
         format!("--allow-fs-read={}/", dir.display()),
+        format!("--allow-fs-read={}", preload.display()),
         "--disallow-code-generation-from-strings".into(),
-        "--max-old-space-size=64".into(),
+        format!("--max-old-space-size={}", plan::heap_mib(MEM_BYTES)),
+        format!("--require={}", preload.display()),
     ]
+}
+
+/// The job's preload (`plan::job_preload`) for a skill folder outside the sandbox: the
+/// same code, its two constants naming `dir` instead of the job's `/skill/`, or it would
+/// refuse the tool's own file.
+fn preload_for(dir: &Path) -> Vec<u8> {
+    let text = String::from_utf8(openvibe_skill_runner::plan::job_preload(
+        openvibe_skill_runner::assets::HARDEN_CJS,
+        MEM_BYTES,
+    ))
+    .expect("the preload is UTF-8");
+    let (path, url) = (
+        "const SKILL = '/skill/';",
+        "const SKILL_URL = 'file:///skill/';",
+    );
+    assert!(
+        text.contains(path) && text.contains(url),
+        "runtime/harden.cjs no longer names /skill/ as the benchmark expects"
+    );
+    let dir = dir.display().to_string();
+    text.replace(path, &format!("const SKILL = '{dir}/';"))
+        .replace(url, &format!("const SKILL_URL = 'file://{dir}/';"))
+        .into_bytes()
+}
+
+/// The contract's default memory limit (SPEC.md), which the benchmark's job runs with.
+const MEM_BYTES: u64 = 134_217_728;
+
+/// Jobs per second of each runner in `fs`, `conc` at once, `n` jobs each, measured in
+/// alternating rounds so that drift on the machine hits all of them alike.
+fn throughputs(n: usize, conc: usize, fs: &[&(dyn Fn() -> Duration + Sync)]) -> Vec<f64> {
+    let (rounds, per) = (4, n.div_ceil(4));
+    let mut secs = vec![0.0f64; fs.len()];
+    for _ in 0..rounds {
+        for (i, f) in fs.iter().enumerate() {
+            secs[i] += per as f64 / throughput(per, conc, f);
+        }
+    }
+    let jobs = (rounds * per) as f64;
+    secs.iter().map(|s| jobs / s).collect()
 }
 
 fn run_bare(node: &Path, dir: &Path) -> Duration {
@@ -127,6 +174,9 @@ fn main() {
     let dir = tmp.path().join("skill");
     std::fs::create_dir(&dir).expect("dir");
     std::fs::write(dir.join("tool.js"), TOOL).expect("tool");
+    let preload = tmp.path().join("runtime/harden.cjs");
+    std::fs::create_dir(tmp.path().join("runtime")).expect("runtime dir");
+    std::fs::write(&preload, preload_for(&dir)).expect("preload");
     let job = serde_json::json!({
         "job_id": "bench",
         "class": "function",
@@ -150,7 +200,7 @@ fn main() {
         }
     }
     // Interleave so that noise on the machine hits all of them alike.
-    let flags = runner_flags(&dir);
+    let flags = runner_flags(&dir, &preload);
     let (mut bare, mut flagged, mut boxed) = (Vec::new(), Vec::new(), Vec::new());
     let mut base_boxed = Vec::new();
     for _ in 0..n {
@@ -192,28 +242,21 @@ fn main() {
             op / bp
         );
     }
-    let tb = throughput(n, 2, || run_bare(&node, &dir));
-    let tf = throughput(n, 2, || run_node(&node, &dir, &flags));
-    let (ts, to) = match &base {
-        None => (
-            throughput(n, 2, || run_sandboxed(&bin, &state, &job_path)),
-            None,
-        ),
-        // In alternating rounds, so that drift hits both binaries alike.
+    let bare_run = || run_bare(&node, &dir);
+    let flagged_run = || run_node(&node, &dir, &flags);
+    let boxed_run = || run_sandboxed(&bin, &state, &job_path);
+    let (tb, tf, ts, to) = match &base {
+        None => {
+            let t = throughputs(n, 2, &[&bare_run, &flagged_run, &boxed_run]);
+            (t[0], t[1], t[2], None)
+        }
         Some(base) => {
-            let (rounds, per) = (4, n.div_ceil(4));
-            let mut secs = [0.0f64; 2];
-            for _ in 0..rounds {
-                secs[0] +=
-                    per as f64 / throughput(per, 2, || run_sandboxed(&bin, &state, &job_path));
-                secs[1] +=
-                    per as f64 / throughput(per, 2, || run_sandboxed(base, &base_state, &job_path));
-            }
-            let jobs = (rounds * per) as f64;
-            (jobs / secs[0], Some(jobs / secs[1]))
+            let base_run = || run_sandboxed(base, &base_state, &job_path);
+            let t = throughputs(n, 2, &[&bare_run, &flagged_run, &boxed_run, &base_run]);
+            (t[0], t[1], t[2], Some(t[3]))
         }
     };
-    println!("concurrency 2, {n} jobs:");
+    println!("concurrency 2, {n} jobs each (in alternating rounds):");
     println!("  bare node                 {tb:7.1} jobs/s");
     println!("  node + the runner's flags {tf:7.1} jobs/s");
     println!("  run-job (sandboxed)       {ts:7.1} jobs/s");
