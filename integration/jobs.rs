@@ -353,3 +353,31 @@ fn the_input_cache_is_bounded() {
     );
     assert_host_clean("itest-bound-");
 }
+
+/// End to end, the pids cgroup ends a job: with `pids_max` at 9, Node starts (its main
+/// thread and V8's workers fit) but its libuv pool cannot grow to the four threads eight
+/// parallel pbkdf2 calls ask for; the job ends `limit`/`pids`, and the control with the
+/// default limit runs the same tool to the end. (At 12 and above it runs; at 6 and below
+/// Node cannot start its own threads and hangs until the wall clock.)
+#[test]
+fn a_job_over_its_pids_limit_ends_limit_pids() {
+    require_host();
+    let _h = exclusive();
+    let code = "const c = require('crypto'); let n = 0; \
+                for (let i = 0; i < 8; i++) c.pbkdf2('a', 'b', 20000, 64, 'sha512', () => { \
+                  if (++n === 8) process.stdout.write(JSON.stringify(n)); });";
+    let state = State::new();
+    let control = state.run_job(&job("itest-pids-control", code, json!(null)));
+    assert_status(&control, "ok", None);
+    assert_eq!(control["output"], 8, "{control}");
+    let state = State::new();
+    let r = state.run_job_configured(
+        serde_json::to_vec(&job("itest-pids", code, json!(null)))
+            .expect("job json")
+            .as_slice(),
+        Some("[runner]\npids_max = 9\n"),
+    );
+    assert_status(&r, "limit", Some("pids"));
+    assert!(r.get("output").is_none(), "{r}");
+    assert_host_clean("itest-pids");
+}
