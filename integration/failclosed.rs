@@ -1,5 +1,13 @@
 //! The runner fails closed: when a layer is missing on the host, or fails to apply for a
 //! job, the job does not run (status `internal`, the layer named), and nothing is left.
+//!
+//! A fault (`runner.fault_inject`, a test hook) does not return early before a step: it
+//! hands the step's real call an input the kernel refuses (setns on a descriptor that is
+//! no namespace, a write to a cgroup's folder, unshare with bits it does not know, a bind
+//! mount of a missing source, more groups than NGROUPS_MAX, a landlock rule for a missing
+//! path, the exec gate's listener sent over a closed descriptor, a seccomp program with a
+//! jump past its end), so an error the init swallowed would let the tool run and fail
+//! these tests. Landlock missing for real is the VM matrix's `no-landlock` guest.
 
 use crate::common::*;
 use base64::Engine as _;
@@ -10,6 +18,10 @@ use sha2::Digest;
 const MARK: &str = "process.stdout.write(JSON.stringify('the tool ran'))";
 
 fn job(id: &str) -> Value {
+    job_with_net(id, "deny")
+}
+
+fn job_with_net(id: &str, net: &str) -> Value {
     json!({
         "job_id": id,
         "class": "function",
@@ -20,6 +32,7 @@ fn job(id: &str) -> Value {
             "sha256": hex::encode(sha2::Sha256::digest(MARK)),
             "content_base64": base64::engine::general_purpose::STANDARD.encode(MARK),
         }],
+        "net": net,
     })
 }
 
@@ -47,18 +60,20 @@ fn a_layer_that_fails_to_apply_stops_the_job() {
     );
     assert_status(&r, "ok", None);
     assert_eq!(r["output"], "the tool ran");
-    for (fault, step) in [
-        ("cgroup", "join cgroups"),
-        ("namespaces", "unshare namespaces"),
-        ("mounts", "mounts"),
-        ("capabilities", "capabilities"),
-        ("landlock", "landlock"),
-        ("exec_gate", "exec_gate"),
-        ("seccomp", "seccomp"),
+    // The step named, and the kernel's (or the ruleset's) own refusal of the real call.
+    for (fault, net, step, refusal) in [
+        ("netns", "public", "join network namespace", "EINVAL"),
+        ("cgroup", "deny", "join cgroups", "Is a directory"),
+        ("namespaces", "deny", "unshare namespaces", "EINVAL"),
+        ("mounts", "deny", "bind mount", "ENOENT"),
+        ("capabilities", "deny", "setgroups", "EINVAL"),
+        ("landlock", "deny", "landlock", "missing-by-fault"),
+        ("exec_gate", "deny", "exec gate", "Bad file descriptor"),
+        ("seccomp", "deny", "seccomp", "Invalid argument"),
     ] {
         let config = format!("[runner]\nfault_inject = \"{fault}\"\n");
         let r = state.run_job_configured(
-            serde_json::to_vec(&job("itest-fault"))
+            serde_json::to_vec(&job_with_net("itest-fault", net))
                 .expect("json")
                 .as_slice(),
             Some(&config),
@@ -67,9 +82,10 @@ fn a_layer_that_fails_to_apply_stops_the_job() {
         assert_eq!(r["reason"], "sandbox_setup", "{fault}: {r}");
         let message = r["message"].as_str().unwrap_or("");
         assert!(
-            message.contains(step),
-            "{fault}: the message names the step: {r}"
+            message.contains(step) && message.contains(refusal),
+            "{fault}: the message names the step ({step}) and the real call's refusal ({refusal}): {r}"
         );
+        assert!(!message.contains("injected"), "{fault}: {r}");
     }
     assert_host_clean("itest-fault");
 }
@@ -84,7 +100,11 @@ fn a_layer_missing_on_the_host_stops_every_job() {
         ("seccomp", "seccomp"),
         ("exec_gate", "exec gate"),
         ("namespaces", "namespace"),
-        ("cgroups", "cgroups"),
+        // Detection itself fails (it is handed a parent it refuses), not a made-up message.
+        (
+            "cgroups",
+            "configured parent cgroup pretend_missing/cgroups",
+        ),
     ] {
         let config = format!("[runner]\npretend_missing = [\"{missing}\"]\n");
         let r = state.run_job_configured(

@@ -11,5 +11,6 @@ mod exact;
 mod exec_gate;
 mod failclosed;
 mod jobs;
+mod layers;
 mod probe;
 mod skills;

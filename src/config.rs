@@ -75,6 +75,11 @@ pub struct RunnerConfig {
     /// ("landlock", "seccomp", "namespaces", "cgroups").
     #[serde(default)]
     pub pretend_missing: Vec<crate::fault::MissingLayer>,
+    /// The layer matrix only: run every job without these layers of the sandbox
+    /// (`fault::Layer`). Like the two keys above, only a build with the `test-hooks`
+    /// feature accepts it.
+    #[serde(default)]
+    pub omit_layers: Vec<crate::fault::Layer>,
     /// Jobs the daemon runs at once; 0 means the number of CPU cores.
     #[serde(default)]
     pub max_jobs: usize,
@@ -197,6 +202,7 @@ impl Default for RunnerConfig {
             max_input_json_bytes: default_max_input(),
             fault_inject: None,
             pretend_missing: Vec::new(),
+            omit_layers: Vec::new(),
             max_jobs: 0,
             queue_len: 0,
             dns_servers: Vec::new(),
@@ -242,6 +248,16 @@ impl Config {
         crate::sandbox::uids::range_problem(
             self.runner.sandbox_uid_base,
             self.runner.sandbox_uid_count,
+        )
+        .or_else(|| self.hooks_problem())
+    }
+
+    /// A test hook set in a build that does not honour it (`fault::hooks_problem`).
+    pub fn hooks_problem(&self) -> Option<String> {
+        crate::fault::hooks_problem(
+            self.runner.fault_inject,
+            &self.runner.pretend_missing,
+            &self.runner.omit_layers,
         )
     }
 
@@ -322,6 +338,31 @@ mod tests {
         std::fs::write(&path, "[runner]\nsandbox_uid_base = 3000000\n").unwrap();
         let c = Config::load(Some(&path)).unwrap();
         assert_eq!(c.runner.sandbox_uid_count, 65_536);
+    }
+
+    /// The packaged build (no `test-hooks` feature) refuses every test hook when it reads
+    /// the file; a test build reads them.
+    #[test]
+    fn test_hooks_are_read_only_by_a_test_build() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        for text in [
+            "[runner]\nfault_inject = \"landlock\"\n",
+            "[runner]\npretend_missing = [\"cgroups\"]\n",
+            "[runner]\nomit_layers = [\"seccomp\"]\n",
+        ] {
+            std::fs::write(&path, text).unwrap();
+            let loaded = Config::load(Some(&path));
+            if crate::fault::HOOKS {
+                assert!(loaded.is_ok(), "{text}: {loaded:?}");
+            } else {
+                let err = loaded.unwrap_err().to_string();
+                assert!(
+                    err.contains("test hook") && err.contains("config.toml"),
+                    "{text}: {err}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -117,7 +117,7 @@ fn checks(config: &Config) -> Vec<Check> {
         std::fs::read_to_string("/proc/sys/kernel/core_pattern").map_err(|e| e.to_string()),
     ));
     out.push(egress_check(config));
-    match CgroupHost::detect(config.runner.cgroup_parent.as_deref()) {
+    match CgroupHost::detect(crate::sandbox::cgroup_parent(config).as_deref()) {
         Ok(h) => {
             let detail = h
                 .describe()

@@ -114,6 +114,10 @@ pub fn make_jobs_dir(dir: &Path) -> std::io::Result<bool> {
 impl Engine {
     /// Checks every layer and loads everything a job needs; fails closed.
     pub fn start(config: Config) -> Result<Engine, StartError> {
+        // A configuration made in code, not read from a file, is checked here too.
+        if let Some(problem) = config.hooks_problem() {
+            return Err(layer(problem));
+        }
         let mut layers = Layers::probe();
         layers.pretend_missing(&config.runner.pretend_missing);
         if let Some(problem) = layers.first_problem() {
@@ -154,7 +158,7 @@ impl Engine {
         if let Some(problem) = egress.problem() {
             tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
         }
-        let cgroups = CgroupHost::detect(config.runner.cgroup_parent.as_deref())
+        let cgroups = CgroupHost::detect(crate::sandbox::cgroup_parent(&config).as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
         let uids = UidPool::open(
             Path::new(uids::LOCK_DIR),
@@ -312,9 +316,12 @@ impl Engine {
             Err(e) => return self.internal(job, e),
         };
         let uid = lease.uid();
+        let omit = &self.config.runner.omit_layers;
+        let (mem_bytes, pids_max) =
+            plan::cgroup_limits(job.mem_bytes, self.config.runner.pids_max, omit);
         let limits = CgroupLimits {
-            mem_bytes: job.mem_bytes,
-            pids_max: self.config.runner.pids_max,
+            mem_bytes,
+            pids_max,
         };
         // Off the async workers: creating writes a handful of cgroup files.
         let (host, name) = (self.cgroups.clone(), unique.to_string());
@@ -344,6 +351,7 @@ impl Engine {
             existing: &|p: &Path| p.exists(),
             fault: self.config.runner.fault_inject,
             node_hardening: !self.compromised_node,
+            omit,
         });
         let plan = match built {
             Ok(p) => p,

@@ -1,7 +1,11 @@
-//! Tests of failing closed: a sandbox step made to fail on purpose, a layer treated as
-//! absent on this host. Both are typed, so a typo in the configuration is refused when it
-//! is read instead of silently testing nothing; both can only make jobs fail, never run
-//! them with less.
+//! Test hooks: a sandbox step made to fail on purpose, a layer treated as absent on this
+//! host (tests of failing closed), and layers left out of a job (the layer matrix,
+//! `integration/layers.rs`). All are typed, so a typo in the configuration is refused when
+//! it is read instead of silently testing nothing.
+//!
+//! Only a build with the cargo feature `test-hooks` honours them; a release build (the
+//! packaged daemon) refuses a configuration that sets any of them ([`hooks_problem`]), and
+//! its engine refuses to start with them set in code.
 
 use serde::{Deserialize, Serialize};
 
@@ -62,9 +66,144 @@ pub enum MissingLayer {
     Cgroups,
 }
 
+/// A layer of the sandbox that a job can be run without (`runner.omit_layers`, test-only):
+/// the layer matrix shows what each layer holds by leaving it out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// Node's permission model and its grants, and `--disallow-code-generation-from-strings`.
+    NodePermission,
+    /// The hardening preload (`--require=/runtime/harden.cjs`).
+    Preload,
+    /// The job's own root: the bind mounts, the job's `/proc`, `pivot_root` and the
+    /// read-only remount. The job then sees the host's tree.
+    Root,
+    /// The mount namespace (implies [`Layer::Root`]: nothing is ever mounted in the host's).
+    MountNamespace,
+    PidNamespace,
+    /// The new, empty network namespace of a `deny` job: the job is in the host's.
+    NetNamespace,
+    /// Dropping every capability and the change to the job's own uid, gid and groups: the
+    /// job runs as root.
+    Privileges,
+    Landlock,
+    ExecGate,
+    Seccomp,
+    /// The memory cgroup's limit (raised to `OMITTED_MEM_BYTES` of the plan, a safety net for
+    /// the test host far above every bomb's own bound).
+    MemoryLimit,
+    /// The pids cgroup's limit (raised to `OMITTED_PIDS_MAX` of the plan).
+    PidsLimit,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 12] = [
+        Layer::NodePermission,
+        Layer::Preload,
+        Layer::Root,
+        Layer::MountNamespace,
+        Layer::PidNamespace,
+        Layer::NetNamespace,
+        Layer::Privileges,
+        Layer::Landlock,
+        Layer::ExecGate,
+        Layer::Seccomp,
+        Layer::MemoryLimit,
+        Layer::PidsLimit,
+    ];
+
+    /// Its name in the configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::NodePermission => "node_permission",
+            Layer::Preload => "preload",
+            Layer::Root => "root",
+            Layer::MountNamespace => "mount_namespace",
+            Layer::PidNamespace => "pid_namespace",
+            Layer::NetNamespace => "net_namespace",
+            Layer::Privileges => "privileges",
+            Layer::Landlock => "landlock",
+            Layer::ExecGate => "exec_gate",
+            Layer::Seccomp => "seccomp",
+            Layer::MemoryLimit => "memory_limit",
+            Layer::PidsLimit => "pids_limit",
+        }
+    }
+}
+
+/// Whether this build honours the test hooks (the cargo feature `test-hooks`).
+pub const HOOKS: bool = cfg!(feature = "test-hooks");
+
+/// Why a configuration that sets a test hook cannot be used by this build, with what to do;
+/// `None` when none is set or the build honours them.
+pub fn hooks_problem(
+    fault: Option<Fault>,
+    missing: &[MissingLayer],
+    omit: &[Layer],
+) -> Option<String> {
+    if HOOKS {
+        return None;
+    }
+    let set: Vec<&str> = [
+        ("runner.fault_inject", fault.is_some()),
+        ("runner.pretend_missing", !missing.is_empty()),
+        ("runner.omit_layers", !omit.is_empty()),
+    ]
+    .into_iter()
+    .filter_map(|(key, on)| on.then_some(key))
+    .collect();
+    if set.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{} {} a test hook that this build does not honour (a release build never does): remove {} from the configuration, or run the tests with a build made with `--features test-hooks`",
+        set.join(", "),
+        if set.len() == 1 { "is" } else { "are" },
+        if set.len() == 1 { "it" } else { "them" },
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_layer_reads_back_by_its_name_and_a_typo_is_refused() {
+        #[derive(Deserialize)]
+        struct Omit {
+            omit_layers: Vec<Layer>,
+        }
+        for l in Layer::ALL {
+            let r: Omit = toml::from_str(&format!("omit_layers = [\"{}\"]", l.as_str()))
+                .expect("a layer by its name");
+            assert_eq!(r.omit_layers, vec![l]);
+        }
+        let e = toml::from_str::<Omit>("omit_layers = [\"landlok\"]")
+            .err()
+            .expect("a typo in omit_layers is an error");
+        assert!(e.to_string().contains("landlok"), "{e}");
+    }
+
+    #[test]
+    fn hooks_are_refused_exactly_when_the_build_lacks_the_feature() {
+        assert_eq!(hooks_problem(None, &[], &[]), None);
+        let p = hooks_problem(Some(Fault::Seccomp), &[], &[Layer::Landlock]);
+        if HOOKS {
+            assert_eq!(p, None);
+        } else {
+            let p = p.expect("refused without the feature");
+            assert!(
+                p.contains("runner.fault_inject, runner.omit_layers are a test hook")
+                    && p.contains("--features test-hooks"),
+                "{p}"
+            );
+            let p = hooks_problem(None, &[MissingLayer::Cgroups], &[]).expect("refused");
+            assert!(
+                p.starts_with("runner.pretend_missing is a test hook"),
+                "{p}"
+            );
+        }
+    }
 
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]

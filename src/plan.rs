@@ -4,7 +4,7 @@
 //! files appear in the job's root, which landlock rights, which seccomp programs, which
 //! uid, which Node flags. Tests check the plan, not the kernel.
 
-use crate::fault::Fault;
+use crate::fault::{Fault, Layer};
 use crate::job::{Net, ValidJob};
 use crate::runtime::Runtime;
 use crate::sandbox::seccomp::CompiledFilters;
@@ -42,6 +42,15 @@ pub const NOFILE: u64 = 256;
 pub const CORE_BYTES: u64 = 1;
 /// The largest file the tool may write: none (its only writable file is /dev/null).
 pub const FSIZE_BYTES: u64 = 0;
+/// The host's OpenSSL configuration, which Node reads at start when it is there: only
+/// where the layer matrix leaves the job's root out (its own root has none).
+pub const HOST_OPENSSL_CONF: &str = "/etc/ssl/openssl.cnf";
+/// The memory cgroup's limit when the layer matrix leaves the limit out
+/// (`Layer::MemoryLimit`): no longer the job's, only a safety net for the test host, far
+/// above every bomb's own bound and far below a machine's memory.
+pub const OMITTED_MEM_BYTES: u64 = 4 * 1024 * MIB;
+/// The pids cgroup's limit when the layer matrix leaves it out (`Layer::PidsLimit`).
+pub const OMITTED_PIDS_MAX: u64 = 16_384;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MountStep {
@@ -136,6 +145,49 @@ pub struct Plan {
     pub net: Net,
     /// A step made to fail on purpose (tests of failing closed); `None` in real use.
     pub fault: Option<Fault>,
+    /// Layers the init stage leaves out (the layer matrix, test-only), with what each
+    /// implies ([`with_implied`]), sorted; empty in real use.
+    pub omit: Vec<Layer>,
+}
+
+impl Plan {
+    /// Whether the plan leaves `layer` out.
+    pub fn omits(&self, layer: Layer) -> bool {
+        self.omit.contains(&layer)
+    }
+}
+
+/// The layers left out, with those they imply: no mount namespace means no root of the
+/// job's own (the init never mounts in the host's namespace), and no root means no preload
+/// (it confines loading to `/skill`, which only the job's root has); sorted, once each.
+pub fn with_implied(omit: &[Layer]) -> Vec<Layer> {
+    let mut all = omit.to_vec();
+    if all.contains(&Layer::MountNamespace) {
+        all.push(Layer::Root);
+    }
+    if all.contains(&Layer::Root) {
+        all.push(Layer::Preload);
+    }
+    all.sort_unstable();
+    all.dedup();
+    all
+}
+
+/// The memory and pids limits of a job's cgroup: the job's own and the configured pids
+/// limit, or the test host's safety nets where the layer matrix leaves a limit out.
+pub fn cgroup_limits(mem_bytes: u64, pids_max: u64, omit: &[Layer]) -> (u64, u64) {
+    (
+        if omit.contains(&Layer::MemoryLimit) {
+            OMITTED_MEM_BYTES.max(mem_bytes)
+        } else {
+            mem_bytes
+        },
+        if omit.contains(&Layer::PidsLimit) {
+            OMITTED_PIDS_MAX.max(pids_max)
+        } else {
+            pids_max
+        },
+    )
 }
 
 /// Everything a plan is made from: the job, and what the engine found or made for it on
@@ -164,6 +216,8 @@ pub struct PlanInputs<'a> {
     /// Node's own hardening flags (permission model, no code from strings, the preload);
     /// false only for tests that prove what the OS layers hold without them.
     pub node_hardening: bool,
+    /// Layers to leave out (configuration `omit_layers`, the layer matrix); empty in real use.
+    pub omit: &'a [Layer],
 }
 
 /// What the engine knows about one job's place on the host.
@@ -192,16 +246,28 @@ pub fn job_preload(preload: &[u8], mem_bytes: u64) -> Vec<u8> {
 
 /// Node's argv for a job: the runtime's own flags, the hardening preload, the entry.
 pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
+    node_argv_at(job, rt, Path::new(SKILL_DIR), Path::new(PRELOAD))
+}
+
+/// [`node_argv`] with the skill folder and the preload where the job sees them (elsewhere
+/// only when the layer matrix leaves the job's root out).
+fn node_argv_at(job: &ValidJob, rt: &Runtime, skill: &Path, preload: &Path) -> Vec<String> {
+    let (skill, preload) = (skill.display(), preload.display());
     vec![
         rt.node.display().to_string(),
         rt.permission_flag().to_string(),
-        rt.fs_read_grant(SKILL_DIR),
-        format!("--allow-fs-read={PRELOAD}"),
+        rt.fs_read_grant(&skill.to_string()),
+        format!("--allow-fs-read={preload}"),
         "--disallow-code-generation-from-strings".to_string(),
         format!("--max-old-space-size={}", heap_mib(job.mem_bytes)),
-        format!("--require={PRELOAD}"),
-        format!("{SKILL_DIR}/{}", job.entry),
+        format!("--require={preload}"),
+        format!("{skill}/{}", job.entry),
     ]
+}
+
+/// Whether `arg` of [`node_argv`] loads the hardening preload.
+pub fn is_preload_flag(arg: &str) -> bool {
+    arg == "--require" || arg.starts_with("--require=")
 }
 
 /// Whether `arg` of [`node_argv`] is one of the flags by which Node hardens itself (the
@@ -235,7 +301,23 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         existing,
         fault,
         node_hardening,
+        omit,
     } = inputs;
+    let mut omit = omit.to_vec();
+    if !node_hardening {
+        omit.extend([Layer::NodePermission, Layer::Preload]);
+    }
+    let omit = with_implied(&omit);
+    let no_root = omit.contains(&Layer::Root);
+    // Where the job sees a path of its root: there, or (no root of its own) under the
+    // job's root folder on the host's tree.
+    let inside = |p: &str| -> PathBuf {
+        if no_root {
+            paths.root.join(p.trim_start_matches('/'))
+        } else {
+            PathBuf::from(p)
+        }
+    };
     // The job's own mode's programs, never another's.
     let seccomp = seccomp(job.net)?.clone();
     let mut mounts = Vec::new();
@@ -280,11 +362,16 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
     if existing(Path::new("/dev/null")) {
         write_files.push("/dev/null".into());
     }
-    read_files.push(PRELOAD.into());
+    read_files.push(inside(PRELOAD));
+    if no_root && existing(Path::new(HOST_OPENSSL_CONF)) {
+        // Without a root of its own Node finds the host's OpenSSL configuration, and stops
+        // on EACCES where its own root gives ENOENT.
+        read_files.push(HOST_OPENSSL_CONF.into());
+    }
     let egress = job.net != Net::Deny;
     let (etc_files, connect_tcp) = if egress {
         for name in ["resolv.conf", "hosts"] {
-            read_files.push(Path::new("/etc").join(name));
+            read_files.push(inside("/etc").join(name));
         }
         let mut ports: Vec<u16> = egress_ports.to_vec();
         ports.push(DNS_PORT);
@@ -309,6 +396,10 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
     mounts.push(MountStep::Proc {
         target: "/proc".into(),
     });
+    if no_root {
+        // The job sees the host's tree: nothing to mount into a root it does not get.
+        mounts.clear();
+    }
 
     let skill_files: Vec<PlanFile> = files
         .iter()
@@ -332,25 +423,25 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
             bytes: preload,
         },
         etc_files,
-        join_netns: egress,
+        join_netns: egress && !omit.contains(&Layer::NetNamespace),
         mounts,
         hostname: "skill".to_string(),
         uid,
         gid: uid,
-        cwd: SKILL_DIR.into(),
+        cwd: inside(SKILL_DIR),
         exe: rt.node.clone(),
-        argv: if node_hardening {
-            node_argv(job, rt)
-        } else {
-            node_argv(job, rt)
-                .into_iter()
-                .filter(|a| !is_node_hardening_flag(a))
-                .collect()
-        },
+        argv: node_argv_at(job, rt, &inside(SKILL_DIR), &inside(PRELOAD))
+            .into_iter()
+            .filter(|a| {
+                let permission = is_node_hardening_flag(a) && !is_preload_flag(a);
+                !(permission && omit.contains(&Layer::NodePermission)
+                    || is_preload_flag(a) && omit.contains(&Layer::Preload))
+            })
+            .collect(),
         env: Vec::new(),
         landlock: LandlockPlan {
             read_files,
-            read_dirs: vec![SKILL_DIR.into(), "/proc".into()],
+            read_dirs: vec![inside(SKILL_DIR), "/proc".into()],
             exec_files,
             write_files,
             connect_tcp,
@@ -361,6 +452,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         fsize_bytes: FSIZE_BYTES,
         net: job.net,
         fault,
+        omit,
     })
 }
 
@@ -428,8 +520,113 @@ mod tests {
             existing: &|_| all_exist,
             fault: None,
             node_hardening: true,
+            omit: &[],
         })
         .expect("a plan")
+    }
+
+    fn plan_without(omit: &[Layer]) -> Plan {
+        let filters = CompiledFilters::default();
+        let files = [("tools/t.js".to_string(), b"1".to_vec())];
+        build(PlanInputs {
+            job: &job(134_217_728),
+            runtime: &rt(24),
+            paths: &paths(),
+            files: &files,
+            preload: b"'use strict'",
+            seccomp: &|_| Ok(&filters),
+            cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+            uid: 2_100_000_007,
+            egress_ports: &[443, 80],
+            existing: &|_| true,
+            fault: None,
+            node_hardening: true,
+            omit,
+        })
+        .expect("a plan")
+    }
+
+    #[test]
+    fn a_plan_in_real_use_leaves_nothing_out() {
+        assert!(plan(24, true).omit.is_empty());
+        assert!(Layer::ALL.iter().all(|l| !plan(24, true).omits(*l)));
+    }
+
+    #[test]
+    fn no_mount_namespace_means_no_root_and_no_root_means_no_preload() {
+        assert_eq!(
+            with_implied(&[Layer::MountNamespace]),
+            vec![Layer::Preload, Layer::Root, Layer::MountNamespace]
+        );
+        assert_eq!(
+            with_implied(&[Layer::Root, Layer::Root]),
+            vec![Layer::Preload, Layer::Root]
+        );
+        assert_eq!(with_implied(&[Layer::Seccomp]), vec![Layer::Seccomp]);
+        // Without a root of its own nothing is mounted, and every path of the job's root
+        // is where the host's tree shows it: under the job's root folder.
+        let p = plan_without(&[Layer::MountNamespace]);
+        assert!(p.omits(Layer::Root) && p.omits(Layer::Preload));
+        assert!(p.mounts.is_empty());
+        assert_eq!(p.cwd, PathBuf::from("/state/jobs/j1/root/skill"));
+        assert_eq!(
+            p.argv,
+            vec![
+                "/opt/n/bin/node",
+                "--permission",
+                "--allow-fs-read=/state/jobs/j1/root/skill/",
+                "--allow-fs-read=/state/jobs/j1/root/runtime/harden.cjs",
+                "--disallow-code-generation-from-strings",
+                "--max-old-space-size=64",
+                "/state/jobs/j1/root/skill/tools/t.js"
+            ]
+        );
+        assert_eq!(
+            p.landlock.read_dirs,
+            vec![
+                PathBuf::from("/state/jobs/j1/root/skill"),
+                PathBuf::from("/proc")
+            ]
+        );
+    }
+
+    #[test]
+    fn node_permission_and_the_preload_are_left_out_one_at_a_time() {
+        let p = plan_without(&[Layer::NodePermission]);
+        assert_eq!(
+            p.argv,
+            vec![
+                "/opt/n/bin/node",
+                "--max-old-space-size=64",
+                "--require=/runtime/harden.cjs",
+                "/skill/tools/t.js"
+            ]
+        );
+        let p = plan_without(&[Layer::Preload]);
+        assert!(p.argv.iter().any(|a| a == "--permission"));
+        assert!(!p.argv.iter().any(|a| is_preload_flag(a)), "{:?}", p.argv);
+        assert_eq!(p.argv.len(), 7);
+        // The other OS layers leave the argv and the root as they are.
+        let p = plan_without(&[Layer::Landlock, Layer::Seccomp, Layer::PidNamespace]);
+        assert_eq!(p.argv, plan(24, true).argv);
+        assert_eq!(p.mounts, plan(24, true).mounts);
+        assert_eq!(
+            p.omit,
+            vec![Layer::PidNamespace, Layer::Landlock, Layer::Seccomp]
+        );
+    }
+
+    #[test]
+    fn an_omitted_cgroup_limit_becomes_the_hosts_safety_net() {
+        assert_eq!(cgroup_limits(128 * MIB, 64, &[]), (128 * MIB, 64));
+        assert_eq!(
+            cgroup_limits(128 * MIB, 64, &[Layer::MemoryLimit]),
+            (OMITTED_MEM_BYTES, 64)
+        );
+        assert_eq!(
+            cgroup_limits(128 * MIB, 64, &[Layer::PidsLimit]),
+            (128 * MIB, OMITTED_PIDS_MAX)
+        );
     }
 
     #[test]
@@ -466,6 +663,7 @@ mod tests {
             existing: &|_| true,
             fault: Some(Fault::Landlock),
             node_hardening: true,
+            omit: &[],
         };
         let p = build(inputs(&public_job)).expect("a plan");
         assert_eq!(p.seccomp, public);

@@ -11,7 +11,7 @@
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
 use super::{exec_gate, landlock, seccomp};
-use crate::fault::Fault;
+use crate::fault::{Fault, Layer};
 use crate::plan::{MountStep, Plan};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
@@ -94,11 +94,15 @@ pub fn main() -> ! {
     // A: a job with egress joins the namespace the runner made and serves (its listeners
     // exist already, so the tool cannot race them); a `deny` job gets a new, empty one below.
     if plan.join_netns {
-        if plan.fault == Some(Fault::Netns) {
-            fail("join network namespace", "injected fault");
-        }
-        // SAFETY: NETNS_FD was set up by the parent for this process; it is only borrowed.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(NETNS_FD) };
+        // A fault (test hook) makes the real call fail: setns on the report pipe, which is
+        // no namespace.
+        let netns = if plan.fault == Some(Fault::Netns) {
+            REPORT_FD
+        } else {
+            NETNS_FD
+        };
+        // SAFETY: both descriptors were set up by the parent for this process; borrowed only.
+        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(netns) };
         if let Err(e) = nix::sched::setns(fd, CloneFlags::CLONE_NEWNET) {
             fail("join network namespace", e);
         }
@@ -130,24 +134,36 @@ pub fn main() -> ! {
     }
     // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
     //    limits hold for every process that follows.
-    if plan.fault == Some(Fault::Cgroup) {
-        fail("join cgroups", "injected fault");
-    }
-    if let Err(e) = join_cgroups(&plan.cgroup_join) {
+    //    A fault (test hook) makes the real write fail: to the cgroups' folders instead.
+    let join: Vec<PathBuf> = if plan.fault == Some(Fault::Cgroup) {
+        plan.cgroup_join
+            .iter()
+            .map(|f| f.parent().map_or_else(|| f.clone(), Path::to_path_buf))
+            .collect()
+    } else {
+        plan.cgroup_join.clone()
+    };
+    if let Err(e) = join_cgroups(&join) {
         fail("join cgroups", e);
     }
     // 1. Namespaces: mount, pid (for children), net (unless joined above), ipc, uts, cgroup.
     //    We are already in the job's cgroup, so the cgroup namespace is rooted there.
-    let mut flags = CloneFlags::CLONE_NEWNS
-        | CloneFlags::CLONE_NEWPID
-        | CloneFlags::CLONE_NEWIPC
-        | CloneFlags::CLONE_NEWUTS
-        | CloneFlags::CLONE_NEWCGROUP;
-    if !plan.join_netns {
-        flags |= CloneFlags::CLONE_NEWNET;
+    //    The layer matrix (test-only) may leave the mount, pid or net namespace out.
+    let mut flags =
+        CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP;
+    for (layer, flag) in [
+        (Layer::MountNamespace, CloneFlags::CLONE_NEWNS),
+        (Layer::PidNamespace, CloneFlags::CLONE_NEWPID),
+        (Layer::NetNamespace, CloneFlags::CLONE_NEWNET),
+    ] {
+        if !plan.omits(layer) && (flag != CloneFlags::CLONE_NEWNET || !plan.join_netns) {
+            flags |= flag;
+        }
     }
     if plan.fault == Some(Fault::Namespaces) {
-        fail("unshare namespaces", "injected fault");
+        // A fault (test hook): bits unshare does not know (an exit signal), which the
+        // kernel refuses.
+        flags |= CloneFlags::from_bits_retain(libc::SIGCHLD);
     }
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
@@ -249,48 +265,165 @@ fn become_tool(plan: &Plan) -> StepError {
 }
 
 fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
-    let injected = |fault: Fault| -> Result<(), StepError> {
-        if plan.fault == Some(fault) {
-            Err((fault.as_str(), "injected fault".to_string()))
-        } else {
-            Ok(())
-        }
-    };
     // 1. Parent death: if pid 1 goes, so does the tool.
     step(
         "parent death signal",
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
     )?;
-    // 2. No mount event crosses between the host and the job, in either direction.
+    // 2.-5. The job's root (the layer matrix, test-only, may leave it or the whole mount
+    //    namespace out: see `build_root`).
+    build_root(plan)?;
+    // 6. Its own host name, its working directory, its own session.
+    step("hostname", nix::unistd::sethostname(&plan.hostname))?;
+    step("chdir cwd", chdir(&plan.cwd))?;
+    step("setsid", setsid())?;
+    // 7. Resource limits the cgroup does not cover, as the plan sets them: no core files
+    //    (plan::CORE_BYTES says why 1), few descriptors, no file growth.
     step(
-        "make mounts private",
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REC | MsFlags::MS_PRIVATE,
-            None::<&str>,
-        ),
+        "rlimit core",
+        setrlimit(Resource::RLIMIT_CORE, plan.core_bytes, plan.core_bytes),
     )?;
-    // 3. The job's root: an empty tmpfs holding only mount points.
-    let size = format!("size={},mode=0755", plan.root_bytes);
     step(
-        "mount root tmpfs",
-        mount(
-            Some("tmpfs"),
-            &plan.root,
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some(size.as_str()),
-        ),
+        "rlimit nofile",
+        setrlimit(Resource::RLIMIT_NOFILE, plan.nofile, plan.nofile),
     )?;
+    step(
+        "rlimit fsize",
+        setrlimit(Resource::RLIMIT_FSIZE, plan.fsize_bytes, plan.fsize_bytes),
+    )?;
+    // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
+    if !plan.omits(Layer::Privileges) {
+        drop_privileges(plan)?;
+    }
+    // 9. No privilege can be gained again; the uid change cleared the death signal.
+    step("no_new_privs", nix::sys::prctl::set_no_new_privs())?;
+    step(
+        "parent death signal",
+        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
+    )?;
+    // 10. Landlock, after the last mount.
+    if !plan.omits(Layer::Landlock) {
+        // A fault (test hook): a rule for a path the job's root does not have, which the
+        // ruleset cannot take.
+        let mut rules = plan.landlock.clone();
+        if plan.fault == Some(Fault::Landlock) {
+            rules.read_dirs.push("/missing-by-fault".into());
+        }
+        step("landlock", landlock::apply(&rules))?;
+    }
+    // 11. Seccomp, last: from here only Node's own syscalls are allowed.
+    let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
+    let argv: Vec<CString> = step(
+        "argv",
+        plan.argv
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>(),
+    )?;
+    let env: Vec<CString> = step(
+        "env",
+        plan.env
+            .iter()
+            .map(|a| CString::new(a.as_str()))
+            .collect::<Result<_, _>>(),
+    )?;
+    // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
+    //     every exec is the runner's to answer, and it lets through only the next one.
+    if plan.fault == Some(Fault::ExecGate) {
+        // A fault (test hook): the listener handed over a descriptor already closed.
+        exec_gate::close_inherited();
+    }
+    if plan.omits(Layer::ExecGate) {
+        // The runner's gate thread sees the socket close and answers nothing.
+        exec_gate::close_inherited();
+    } else {
+        step(
+            "exec gate",
+            exec_gate::install_and_hand_over(exec_gate::GATE_FD),
+        )?;
+    }
+    if !plan.omits(Layer::Seccomp) {
+        // A fault (test hook): a program the kernel refuses (a jump past its end).
+        let refused = seccomp::CompiledFilters {
+            programs: vec![vec![
+                seccomp::Instruction {
+                    code: 0x05, // BPF_JMP | BPF_JA
+                    jt: 0,
+                    jf: 0,
+                    k: 1000,
+                },
+                seccomp::Instruction {
+                    code: 0x06, // BPF_RET | BPF_K
+                    jt: 0,
+                    jf: 0,
+                    k: 0x7fff_0000, // SECCOMP_RET_ALLOW
+                },
+            ]],
+        };
+        let filters = if plan.fault == Some(Fault::Seccomp) {
+            &refused
+        } else {
+            &plan.seccomp
+        };
+        step("seccomp", seccomp::install(filters))?;
+    }
+    // 12. Become Node: the gate's first notification, which the runner continues.
+    Err(match execve(&exe, &argv, &env) {
+        Ok(never) => match never {},
+        Err(e) => ("execve node", e.to_string()),
+    })
+}
+
+/// Steps 2 to 5 of the routine: the job's own root, entered and sealed. Without a mount
+/// namespace (the layer matrix) nothing is mounted at all (never in the host's namespace):
+/// the files are written into the job's root folder on the host's tree; without the root
+/// (but in a mount namespace) they go into the tmpfs, and the job sees the host's tree.
+fn build_root(plan: &Plan) -> Result<(), StepError> {
+    if !plan.omits(Layer::MountNamespace) {
+        // 2. No mount event crosses between the host and the job, in either direction.
+        step(
+            "make mounts private",
+            mount(
+                None::<&str>,
+                "/",
+                None::<&str>,
+                MsFlags::MS_REC | MsFlags::MS_PRIVATE,
+                None::<&str>,
+            ),
+        )?;
+        // 3. The job's root: an empty tmpfs holding only mount points.
+        let size = format!("size={},mode=0755", plan.root_bytes);
+        step(
+            "mount root tmpfs",
+            mount(
+                Some("tmpfs"),
+                &plan.root,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some(size.as_str()),
+            ),
+        )?;
+    }
     // 4. The skill's files and the preload, written into the job's own root (no host
     //    path behind them); then Node, its libraries, devices and /proc, each read-only.
-    injected(Fault::Mounts)?;
+    if plan.fault == Some(Fault::Mounts) {
+        // A fault (test hook): a bind mount whose source does not exist, refused by the
+        // kernel.
+        apply_mount(
+            &plan.root,
+            &MountStep::BindFile {
+                source: under(&plan.root, Path::new("/missing-source")),
+                target: "/missing-target".into(),
+            },
+        )?;
+    }
     write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
     write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
     if !plan.etc_files.is_empty() {
         write_files(&plan.root, "/etc", &plan.etc_files)?;
+    }
+    if plan.omits(Layer::Root) {
+        return Ok(());
     }
     for m in &plan.mounts {
         apply_mount(&plan.root, m)?;
@@ -314,27 +447,11 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
                 | MsFlags::MS_NOEXEC,
             None::<&str>,
         ),
-    )?;
-    // 6. Its own host name, its working directory, its own session.
-    step("hostname", nix::unistd::sethostname(&plan.hostname))?;
-    step("chdir cwd", chdir(&plan.cwd))?;
-    step("setsid", setsid())?;
-    // 7. Resource limits the cgroup does not cover, as the plan sets them: no core files
-    //    (plan::CORE_BYTES says why 1), few descriptors, no file growth.
-    step(
-        "rlimit core",
-        setrlimit(Resource::RLIMIT_CORE, plan.core_bytes, plan.core_bytes),
-    )?;
-    step(
-        "rlimit nofile",
-        setrlimit(Resource::RLIMIT_NOFILE, plan.nofile, plan.nofile),
-    )?;
-    step(
-        "rlimit fsize",
-        setrlimit(Resource::RLIMIT_FSIZE, plan.fsize_bytes, plan.fsize_bytes),
-    )?;
-    // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
-    injected(Fault::Capabilities)?;
+    )
+}
+
+/// Step 8: every capability dropped, no supplementary groups, the job's own uid and gid.
+fn drop_privileges(plan: &Plan) -> Result<(), StepError> {
     for set in [
         caps::CapSet::Bounding,
         caps::CapSet::Ambient,
@@ -342,8 +459,14 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     ] {
         step("drop capabilities", caps::clear(None, set))?;
     }
-    step("setgroups", nix::unistd::setgroups(&[]))?;
     let gid = Gid::from_raw(plan.gid);
+    // A fault (test hook): more groups than the kernel allows (NGROUPS_MAX, 65536).
+    let groups = if plan.fault == Some(Fault::Capabilities) {
+        vec![gid; 65_537]
+    } else {
+        Vec::new()
+    };
+    step("setgroups", nix::unistd::setgroups(&groups))?;
     let uid = Uid::from_raw(plan.uid);
     step("setresgid", nix::unistd::setresgid(gid, gid, gid))?;
     step("setresuid", nix::unistd::setresuid(uid, uid, uid))?;
@@ -353,45 +476,7 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
             return Err(("drop capabilities", format!("{set:?} still holds {held:?}")));
         }
     }
-    // 9. No privilege can be gained again; the uid change cleared the death signal.
-    step("no_new_privs", nix::sys::prctl::set_no_new_privs())?;
-    step(
-        "parent death signal",
-        nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
-    )?;
-    // 10. Landlock, after the last mount.
-    injected(Fault::Landlock)?;
-    step("landlock", landlock::apply(&plan.landlock))?;
-    // 11. Seccomp, last: from here only Node's own syscalls are allowed.
-    let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
-    let argv: Vec<CString> = step(
-        "argv",
-        plan.argv
-            .iter()
-            .map(|a| CString::new(a.as_str()))
-            .collect::<Result<_, _>>(),
-    )?;
-    let env: Vec<CString> = step(
-        "env",
-        plan.env
-            .iter()
-            .map(|a| CString::new(a.as_str()))
-            .collect::<Result<_, _>>(),
-    )?;
-    // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
-    //     every exec is the runner's to answer, and it lets through only the next one.
-    injected(Fault::ExecGate)?;
-    step(
-        "exec gate",
-        exec_gate::install_and_hand_over(exec_gate::GATE_FD),
-    )?;
-    injected(Fault::Seccomp)?;
-    step("seccomp", seccomp::install(&plan.seccomp))?;
-    // 12. Become Node: the gate's first notification, which the runner continues.
-    Err(match execve(&exe, &argv, &env) {
-        Ok(never) => match never {},
-        Err(e) => ("execve node", e.to_string()),
-    })
+    Ok(())
 }
 
 fn cstring(s: &std::ffi::OsStr) -> Result<CString, std::ffi::NulError> {

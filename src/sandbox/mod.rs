@@ -9,7 +9,7 @@ pub mod seccomp;
 pub mod uids;
 
 use crate::fault::MissingLayer;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What the host gives, layer by layer (cgroups and Node are checked by their modules).
 #[derive(Debug, Clone, serde::Serialize)]
@@ -24,10 +24,6 @@ pub struct Layers {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exec_gate_problem: Option<String>,
     pub kernel: String,
-    /// The cgroups are treated as missing (`pretend_missing`); otherwise the cgroup module
-    /// checks them.
-    #[serde(skip)]
-    pub no_cgroups: bool,
 }
 
 /// The namespaces every job gets (SPEC.md: mount, pid, net, ipc, uts, cgroup).
@@ -50,7 +46,6 @@ impl Layers {
             exec_gate: gate.is_ok(),
             exec_gate_problem: gate.err(),
             kernel,
-            no_cgroups: false,
         }
     }
 
@@ -65,7 +60,8 @@ impl Layers {
                     self.exec_gate_problem = Some("seccomp user notification is unavailable (pretend_missing); boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y".into());
                 }
                 MissingLayer::Namespaces => self.namespaces.iter_mut().for_each(|n| n.1 = false),
-                MissingLayer::Cgroups => self.no_cgroups = true,
+                // Detection itself is made to fail (`cgroup_parent`).
+                MissingLayer::Cgroups => {}
             }
         }
     }
@@ -101,12 +97,6 @@ impl Layers {
                     .unwrap_or("seccomp user notification is unavailable; boot Linux 5.5 or later")
             ));
         }
-        if self.no_cgroups {
-            return Some(
-                "cgroups: the memory controller is unavailable (pretend_missing); jobs cannot be limited"
-                    .into(),
-            );
-        }
         None
     }
 }
@@ -120,4 +110,19 @@ fn seccomp_available() -> bool {
         && std::fs::read_to_string("/proc/self/status")
             .map(|s| s.contains("Seccomp_filters:"))
             .unwrap_or(false)
+}
+
+/// The cgroup parent detection is given: the configured one (`runner.cgroup_parent`), or,
+/// when the cgroups are pretended missing (`pretend_missing`, a test hook), a parent the
+/// real detection refuses before it creates anything (not an absolute path), so the engine
+/// and `doctor` meet a real detection error, never a message made up for the test.
+pub fn cgroup_parent(config: &crate::config::Config) -> Option<PathBuf> {
+    if config
+        .runner
+        .pretend_missing
+        .contains(&MissingLayer::Cgroups)
+    {
+        return Some(PathBuf::from("pretend_missing/cgroups"));
+    }
+    config.runner.cgroup_parent.clone()
 }
