@@ -238,25 +238,36 @@ impl Engine {
         Some(self.runtime.version.as_str())
     }
 
-    /// Parses, validates and runs one job given as JSON text.
+    /// Runs one job given as its JSON text, through the one door ([`job::admit`]).
     pub async fn run_raw(&self, text: &[u8], cancel: &Cancel) -> JobResult {
-        let head = match job::read_head(text) {
-            Ok(h) => h,
-            Err(job::NotAJob::NotJson(e)) => {
-                return JobResult::not_run(
+        match job::admit(text, &self.bounds) {
+            Ok(j) => self.run(j, cancel).await,
+            Err(refusal) => match refusal.head {
+                Ok(head) => {
+                    JobResult::rejected(&head.job_id, &refusal.rejection, head.net, self.node())
+                }
+                Err(job::NotAJob::NotObject) => {
+                    JobResult::rejected("", &refusal.rejection, Net::Deny, self.node())
+                }
+                Err(job::NotAJob::NotJson(e)) => JobResult::not_run(
                     "",
                     Reason::InvalidJob,
                     format!("the job is not JSON: {e}"),
                     Net::Deny,
                     self.node(),
-                )
-            }
-            Err(job::NotAJob::NotObject) => job::JobHead::default(),
-        };
-        match job::parse_job(text, &self.bounds) {
-            Ok(j) => self.run(j, cancel).await,
-            Err(r) => JobResult::rejected(&head.job_id, &r, head.net, self.node()),
+                ),
+            },
         }
+    }
+
+    /// Runs a job built in this process (the `run` command's skill folder) under this
+    /// engine's bounds: the builder does not know the configured bound on the input's size,
+    /// so that rule is applied here, as the door would have.
+    pub async fn run_built(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
+        if let Err(r) = job::check_input_size(job.input_json.len(), &self.bounds) {
+            return JobResult::rejected(&job.job_id, &r, job.net, self.node());
+        }
+        self.run(job, cancel).await
     }
 
     /// Runs one valid job to its terminal result.
