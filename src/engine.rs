@@ -14,7 +14,7 @@ use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
-use crate::sandbox::seccomp::{self, CompiledFilters, SeccompPolicy};
+use crate::sandbox::seccomp::{self, CompiledFilters, ValidPolicy};
 use crate::sandbox::uids::{self, UidPool};
 use crate::sandbox::{landlock, Layers};
 use crate::supervise;
@@ -57,14 +57,14 @@ fn layer(msg: impl std::fmt::Display) -> StartError {
 /// first time a job of that mode runs and kept: a CLI run compiles only its job's mode.
 /// A compile error is kept too, and every job of that mode ends `internal` with it.
 struct Filters {
-    policy: SeccompPolicy,
+    policy: ValidPolicy,
     /// Where the policy came from, for messages.
     source: String,
     by_net: HashMap<Net, OnceLock<Result<CompiledFilters, String>>>,
 }
 
 impl Filters {
-    fn new(policy: SeccompPolicy, source: String) -> Filters {
+    fn new(policy: ValidPolicy, source: String) -> Filters {
         let by_net = [Net::Deny, Net::OpenvibeOnly, Net::Public]
             .into_iter()
             .map(|net| (net, OnceLock::new()))

@@ -27,37 +27,28 @@
 //! The listener, the socket and the thread live exactly as long as the job's supervision:
 //! [`Gate::finish`] stops the thread and closes both descriptors.
 
+use crate::bpf::sock_filter as ins;
+use crate::bpf::{
+    AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS, BPF_RET_K, SECCOMP_DATA_ARCH, SECCOMP_DATA_NR,
+};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 /// The descriptor the init stage receives its end of the gate socket on.
 pub const GATE_FD: i32 = 5;
 
-/// `AUDIT_ARCH_X86_64`: the arch the gate's numbers are for. Another ABI is let through
-/// here and killed by the policy's filter.
-const AUDIT_ARCH_X86_64: u32 = 0xc000_003e;
-const BPF_LD_W_ABS: u16 = 0x20;
-const BPF_JMP_JEQ_K: u16 = 0x15;
-const BPF_RET_K: u16 = 0x06;
-/// Offsets in `struct seccomp_data`.
-const DATA_NR: u32 = 0;
-const DATA_ARCH: u32 = 4;
-
 /// The gate's program: execve and execveat of x86_64 go to the runner, everything else is
-/// allowed (and left to the policy's filter, installed after it).
+/// allowed (and left to the policy's filter, installed after it). Another ABI is let
+/// through here and killed by the policy's filter.
 const PROGRAM: [libc::sock_filter; 7] = [
-    ins(BPF_LD_W_ABS, 0, 0, DATA_ARCH),
+    ins(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
     ins(BPF_JMP_JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
-    ins(BPF_LD_W_ABS, 0, 0, DATA_NR),
+    ins(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
     ins(BPF_JMP_JEQ_K, 2, 0, libc::SYS_execve as u32),
     ins(BPF_JMP_JEQ_K, 1, 0, libc::SYS_execveat as u32),
     ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
     ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
 ];
-
-const fn ins(code: u16, jt: u8, jf: u8, k: u32) -> libc::sock_filter {
-    libc::sock_filter { code, jt, jf, k }
-}
 
 /// Installs the gate's filter on the calling thread and returns its listener. The caller
 /// must be single-threaded and have set `no_new_privs`. Allocates nothing, so it may run
@@ -503,7 +494,7 @@ mod tests {
             loop {
                 let i = PROGRAM[pc];
                 match i.code {
-                    BPF_LD_W_ABS => acc = if i.k == DATA_ARCH { arch } else { nr },
+                    BPF_LD_W_ABS => acc = if i.k == SECCOMP_DATA_ARCH { arch } else { nr },
                     BPF_JMP_JEQ_K => {
                         pc += if acc == i.k { i.jt } else { i.jf } as usize;
                     }
