@@ -6,7 +6,7 @@ use crate::engine::Engine;
 use crate::job::Net;
 use crate::runtime;
 use crate::sandbox::cgroup::CgroupHost;
-use crate::sandbox::{landlock, seccomp, Layers};
+use crate::sandbox::{fixes, landlock, seccomp, Layers};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -42,7 +42,7 @@ fn checks(config: &Config) -> Vec<Check> {
                 "not root"
             }
             .into(),
-            Some("run the runner as root (its jobs run as unprivileged uids)".into()),
+            Some(fixes::ROOT.into()),
         ),
     ];
     for (ns, ok) in &l.namespaces {
@@ -50,10 +50,7 @@ fn checks(config: &Config) -> Vec<Check> {
             &format!("namespace {ns}"),
             *ok,
             if *ok { "present" } else { "missing" }.into(),
-            Some(format!(
-                "enable CONFIG_{}_NS in the kernel",
-                ns.to_uppercase()
-            )),
+            Some(fixes::namespace(ns)),
         ));
     }
     out.push(check(
@@ -70,7 +67,7 @@ fn checks(config: &Config) -> Vec<Check> {
             l.landlock_abi,
             landlock::features(l.landlock_abi).join(", ")
         ),
-        Some("boot with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm=".into()),
+        Some(fixes::LANDLOCK.into()),
     ));
     out.push(check(
         "seccomp",
@@ -81,7 +78,7 @@ fn checks(config: &Config) -> Vec<Check> {
             "unavailable"
         }
         .into(),
-        Some("the kernel needs CONFIG_SECCOMP_FILTER=y".into()),
+        Some(fixes::SECCOMP.into()),
     ));
     out.push(check(
         "exec gate",
@@ -90,7 +87,7 @@ fn checks(config: &Config) -> Vec<Check> {
             None => "seccomp user notification with CONTINUE: only the init's exec of Node runs, every later exec is refused".into(),
             Some(e) => e.clone(),
         },
-        Some("boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y (seccomp user notification); no job runs without the exec gate".into()),
+        Some(fixes::EXEC_GATE.into()),
     ));
     out.push(files_check(config));
     let policy = assets::seccomp_policy(config).and_then(|file| {

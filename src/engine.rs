@@ -14,7 +14,7 @@ use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
 use crate::sandbox::init::encode_plan;
-use crate::sandbox::seccomp::{self, CompiledFilters, SeccompPolicy};
+use crate::sandbox::seccomp::{self, CompiledFilters, ValidPolicy};
 use crate::sandbox::uids::{self, UidPool};
 use crate::sandbox::{landlock, Layers};
 use crate::supervise;
@@ -57,14 +57,14 @@ fn layer(msg: impl std::fmt::Display) -> StartError {
 /// first time a job of that mode runs and kept: a CLI run compiles only its job's mode.
 /// A compile error is kept too, and every job of that mode ends `internal` with it.
 struct Filters {
-    policy: SeccompPolicy,
+    policy: ValidPolicy,
     /// Where the policy came from, for messages.
     source: String,
     by_net: HashMap<Net, OnceLock<Result<CompiledFilters, String>>>,
 }
 
 impl Filters {
-    fn new(policy: SeccompPolicy, source: String) -> Filters {
+    fn new(policy: ValidPolicy, source: String) -> Filters {
         let by_net = [Net::Deny, Net::OpenvibeOnly, Net::Public]
             .into_iter()
             .map(|net| (net, OnceLock::new()))
@@ -242,25 +242,36 @@ impl Engine {
         Some(self.runtime.version.as_str())
     }
 
-    /// Parses, validates and runs one job given as JSON text.
+    /// Runs one job given as its JSON text, through the one door ([`job::admit`]).
     pub async fn run_raw(&self, text: &[u8], cancel: &Cancel) -> JobResult {
-        let head = match job::read_head(text) {
-            Ok(h) => h,
-            Err(job::NotAJob::NotJson(e)) => {
-                return JobResult::not_run(
+        match job::admit(text, &self.bounds) {
+            Ok(j) => self.run(j, cancel).await,
+            Err(refusal) => match refusal.head {
+                Ok(head) => {
+                    JobResult::rejected(&head.job_id, &refusal.rejection, head.net, self.node())
+                }
+                Err(job::NotAJob::NotObject) => {
+                    JobResult::rejected("", &refusal.rejection, Net::Deny, self.node())
+                }
+                Err(job::NotAJob::NotJson(e)) => JobResult::not_run(
                     "",
                     Reason::InvalidJob,
                     format!("the job is not JSON: {e}"),
                     Net::Deny,
                     self.node(),
-                )
-            }
-            Err(job::NotAJob::NotObject) => job::JobHead::default(),
-        };
-        match job::parse_job(text, &self.bounds) {
-            Ok(j) => self.run(j, cancel).await,
-            Err(r) => JobResult::rejected(&head.job_id, &r, head.net, self.node()),
+                ),
+            },
         }
+    }
+
+    /// Runs a job built in this process (the `run` command's skill folder) under this
+    /// engine's bounds: the builder does not know the configured bound on the input's size,
+    /// so that rule is applied here, as the door would have.
+    pub async fn run_built(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
+        if let Err(r) = job::check_input_size(job.input_json.len(), &self.bounds) {
+            return JobResult::rejected(&job.job_id, &r, job.net, self.node());
+        }
+        self.run(job, cancel).await
     }
 
     /// Runs one valid job to its terminal result.

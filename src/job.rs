@@ -1,16 +1,18 @@
 //! The contract: the job a dispatcher submits, its validation, and the result.
 //!
-//! Everything here is pure: no file, no clock, no process. `validate` turns untrusted
-//! JSON into a [`ValidJob`] or into the `rejected` result that SPEC.md asks for.
+//! Everything here is pure: no file, no clock, no process. [`admit`] (job/door.rs) is the
+//! one door from a job's bytes to a [`ValidJob`] or to the refusal the `rejected` result
+//! that SPEC.md asks for is made from; [`validate`] holds the rules it applies to the
+//! typed job.
 
 use crate::json_text::{DuplicateKeys, JsonText};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::Value;
 use std::collections::HashSet;
 
+mod door;
 mod result;
+pub use door::{admit, parse_job_value, read_head, JobHead, NotAJob, Refusal};
 pub use result::{EgressRecord, JobResult, LookupOutcome, Reason, Status};
 
 /// The one artifact this runner serves.
@@ -186,152 +188,6 @@ impl Rejection {
     }
 }
 
-/// The fields a result echoes for a job that is turned away, read from its text without
-/// judging the rest of it (and without parsing `args.input` into a value).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct JobHead {
-    /// The submitted id when it is well formed, else empty: a malformed id is never
-    /// echoed, so a result never carries attacker text in that field.
-    pub job_id: String,
-    /// The `net` asked for when it names a mode, else `deny`.
-    pub net: Net,
-    /// `args.tool` when it is a valid tool name, else empty.
-    pub tool: String,
-}
-
-/// Why a request body is not a job at all.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NotAJob {
-    #[error("the body is not JSON: {0}")]
-    NotJson(String),
-    #[error("the body is not a JSON object (a job)")]
-    NotObject,
-}
-
-/// The job's top-level fields as unread text. Unknown fields are skipped here; the typed
-/// parse refuses them.
-#[derive(Deserialize)]
-struct Fields<'a> {
-    #[serde(borrow, default)]
-    job_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    net: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    args: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    limits: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    inputs: Option<&'a RawValue>,
-}
-
-#[derive(Deserialize)]
-struct ArgsFields<'a> {
-    #[serde(borrow, default)]
-    tool: Option<&'a RawValue>,
-}
-
-fn string_in(raw: Option<&RawValue>) -> Option<String> {
-    raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
-}
-
-/// What a result for this text echoes. Fields that cannot be read (a key given twice, a
-/// field of the wrong type) are echoed as empty or `deny`: the job is rejected anyway.
-pub fn read_head(text: &[u8]) -> Result<JobHead, NotAJob> {
-    let raw: &RawValue =
-        serde_json::from_slice(text).map_err(|e| NotAJob::NotJson(e.to_string()))?;
-    if !raw.get().starts_with('{') {
-        return Err(NotAJob::NotObject);
-    }
-    let Ok(fields) = serde_json::from_str::<Fields>(raw.get()) else {
-        return Ok(JobHead::default());
-    };
-    let tool = fields
-        .args
-        .and_then(|a| serde_json::from_str::<ArgsFields>(a.get()).ok())
-        .and_then(|a| string_in(a.tool));
-    Ok(JobHead {
-        job_id: string_in(fields.job_id)
-            .filter(|id| valid_job_id(id))
-            .unwrap_or_default(),
-        net: string_in(fields.net)
-            .and_then(|n| Net::parse(&n))
-            .unwrap_or_default(),
-        tool: tool.filter(|t| valid_tool_name(t)).unwrap_or_default(),
-    })
-}
-
-/// Parse and validate one job from its JSON text: the path every submitted job takes.
-/// The typed parse of the text refuses duplicate keys (which a JSON value would keep
-/// silently, last one winning) at every level of the job, `args.input` included (see
-/// [`validate`]); `args.input` itself is kept as the exact text it was written in.
-pub fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    check_shapes(text)?;
-    let job: Job =
-        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
-    validate(job, bounds)
-}
-
-/// serde would read a struct from an array of its fields and an enum from a one-key
-/// object: the job's objects must be objects, and `net` a string. Read from the text, so
-/// that nothing in `args.input` is parsed into a value on the way.
-fn check_shapes(text: &[u8]) -> Result<(), Rejection> {
-    let raw: &RawValue =
-        serde_json::from_slice(text).map_err(|e| Rejection::invalid(serde_message(&e)))?;
-    if !raw.get().starts_with('{') {
-        return Err(Rejection::invalid("the job must be a JSON object"));
-    }
-    let fields: Fields =
-        serde_json::from_str(raw.get()).map_err(|e| Rejection::invalid(serde_message(&e)))?;
-    let starts = |field: Option<&RawValue>, c: char| field.is_none_or(|r| r.get().starts_with(c));
-    for (key, field) in [("args", fields.args), ("limits", fields.limits)] {
-        if !starts(field, '{') {
-            return Err(Rejection::invalid(format!("{key} must be a JSON object")));
-        }
-    }
-    if !starts(fields.net, '"') {
-        return Err(Rejection::invalid(
-            "net must be one of the strings deny, openvibe-only, public",
-        ));
-    }
-    if let Some(inputs) = fields.inputs {
-        let items = serde_json::from_str::<Vec<&RawValue>>(inputs.get())
-            .map_err(|_| Rejection::invalid("inputs must be a JSON array"))?;
-        if !items.iter().all(|i| i.get().starts_with('{')) {
-            return Err(Rejection::invalid("every input must be a JSON object"));
-        }
-    }
-    Ok(())
-}
-
-/// Parse a job from an already parsed JSON value (tests and fuzzing build jobs this way).
-/// A value has lost what its text said (duplicate keys, key order, number spelling), so
-/// this writes it back to text and takes the one door every submitted job takes.
-pub fn parse_job_value(raw: Value, bounds: &Bounds) -> Result<ValidJob, Rejection> {
-    let text = serde_json::to_vec(&raw)
-        .map_err(|e| Rejection::invalid(format!("the job cannot be written as JSON: {e}")))?;
-    parse_job(&text, bounds)
-}
-
-/// serde repeats unknown keys and bad values in full: bound the message and strip
-/// control characters, so a rejection never carries a megabyte or a terminal escape.
-fn serde_message(e: &serde_json::Error) -> String {
-    let text: String = e
-        .to_string()
-        .chars()
-        // Control and invisible or direction-changing characters (all non-ASCII here)
-        // become '?': a message never spoofs text in a terminal or a log.
-        .map(|c| {
-            if c.is_ascii() && !c.is_ascii_control() {
-                c
-            } else {
-                '?'
-            }
-        })
-        .take(300)
-        .collect();
-    format!("the job is not valid: {text}")
-}
-
 pub fn valid_job_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_JOB_ID_LEN
@@ -421,6 +277,17 @@ fn parse_sha256(hex_text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
+/// The one rule a deployment tunes: `args.input`'s text is at most `bounds`' bytes.
+pub fn check_input_size(len: usize, bounds: &Bounds) -> Result<(), Rejection> {
+    if len > bounds.max_input_json_bytes {
+        return Err(Rejection::invalid(format!(
+            "args.input is {len} bytes of JSON text; at most {} are allowed",
+            bounds.max_input_json_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// Every rule of SPEC.md's Job and Inputs sections that can be checked without the bytes
 /// of inputs fetched from elsewhere. Rules on the bytes themselves are in
 /// [`check_input_content`], run once the bytes are known and verified.
@@ -488,13 +355,7 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
     // The text as the job carried it is what the tool reads: the cap counts that text
     // (whitespace inside the value included), and nothing here rewrites it.
     let input = job.args.input.as_str();
-    if input.len() > bounds.max_input_json_bytes {
-        return Err(Rejection::invalid(format!(
-            "args.input is {} bytes of JSON text; at most {} are allowed",
-            input.len(),
-            bounds.max_input_json_bytes
-        )));
-    }
+    check_input_size(input.len(), bounds)?;
     job.args
         .input
         .check(DuplicateKeys::Refuse)

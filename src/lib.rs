@@ -2,6 +2,7 @@
 //! Linux sandbox and hands back one JSON value.
 
 pub mod assets;
+pub mod bpf;
 pub mod cancel;
 pub mod config;
 pub mod daemon;

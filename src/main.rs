@@ -159,16 +159,12 @@ fn run(cli: Cli) -> ExitCode {
                 wall_ms,
                 mem_bytes,
             };
-            let job = match skill::job_from_skill(&skill_dir, &req) {
+            let job = match skill::valid_job_from_skill(&skill_dir, &req) {
                 Ok(j) => j,
                 Err(e) => return usage(e.to_string()),
             };
-            let text = match serde_json::to_vec(&job) {
-                Ok(t) => t,
-                Err(e) => return usage(format!("cannot serialize the job: {e}")),
-            };
             let result = match start(config) {
-                Ok(engine) => block_on(async move { engine.run_raw(&text, &Cancel::new()).await }),
+                Ok(engine) => block_on(async move { engine.run_built(job, &Cancel::new()).await }),
                 Err(r) => *r,
             };
             if json {

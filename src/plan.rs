@@ -4,10 +4,10 @@
 //! files appear in the job's root, which landlock rights, which seccomp programs, which
 //! uid, which Node flags. Tests check the plan, not the kernel.
 
+use crate::bpf::CompiledFilters;
 use crate::fault::{Fault, Layer};
 use crate::job::{Net, ValidJob};
 use crate::runtime::Runtime;
-use crate::sandbox::seccomp::CompiledFilters;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -134,7 +134,7 @@ pub struct Plan {
     pub env: Vec<String>,
     pub landlock: LandlockPlan,
     /// The job's net mode's seccomp programs, in installation order; in the JSON each is
-    /// one base64 string of its raw `sock_filter` bytes (`seccomp::CompiledFilters`).
+    /// one base64 string of its raw `sock_filter` bytes (`bpf::CompiledFilters`).
     pub seccomp: CompiledFilters,
     /// Open files per process.
     pub nofile: u64,

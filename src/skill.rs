@@ -6,7 +6,7 @@
 //! `limits`. A request may narrow them; asking for more is an error, never a silent widening.
 
 use crate::job::{
-    self, Args, Bounds, Input, Job, Limits, Net, Reason, ARTIFACT, MAX_INPUTS,
+    self, Args, Bounds, Input, Job, Limits, Net, Reason, ValidJob, ARTIFACT, MAX_INPUTS,
     MAX_INPUTS_TOTAL_BYTES, MAX_JOB_ID_LEN, MAX_JS_BYTES, MAX_NAME_COMPONENTS, MEM_BYTES_CAP,
     MEM_BYTES_DEFAULT, MEM_BYTES_MIN, WALL_MS_CAP, WALL_MS_DEFAULT,
 };
@@ -326,9 +326,37 @@ fn check_limits(limits: &Limits) -> Result<(), String> {
     Ok(())
 }
 
-/// Builds the job `run` submits: the tool's entry and every file of the folder as inputs
-/// carried in the job, `net` and `limits` as the tool declares unless the request narrows them.
+/// The job `run` runs, checked once by the job's rules ([`job::validate`]): the tool's entry
+/// and every file of the folder as inputs carried in the job, `net` and `limits` as the
+/// tool declares unless the request narrows them. The configured bound on the input's size
+/// is the engine's to apply ([`crate::engine::Engine::run_built`]).
+pub fn valid_job_from_skill(dir: &Path, req: &RunRequest) -> Result<ValidJob, SkillError> {
+    let job = job_from_folder(dir, req)?;
+    checked(dir, job)
+}
+
+/// The same job as a dispatcher would submit it (to send it to a daemon), checked by the
+/// same rules.
 pub fn job_from_skill(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
+    let job = job_from_folder(dir, req)?;
+    checked(dir, job.clone())?;
+    Ok(job)
+}
+
+/// Every rule of the job that does not depend on the runner's configuration: the size of
+/// the input is left to the engine, which knows the configured bound.
+fn checked(dir: &Path, job: Job) -> Result<ValidJob, SkillError> {
+    let any_input_size = Bounds {
+        max_input_json_bytes: usize::MAX,
+    };
+    job::validate(job, &any_input_size).map_err(|r| SkillError::Job {
+        dir: dir.to_path_buf(),
+        reason: r.reason,
+        message: r.message,
+    })
+}
+
+fn job_from_folder(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
     let manifest = load_manifest(dir)?;
     let Some(tool) = manifest.tools.iter().find(|t| t.name == req.tool) else {
         return Err(SkillError::UnknownTool {
@@ -371,7 +399,7 @@ pub fn job_from_skill(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
     check_required_keys(tool, &req.input)?;
 
     let inputs = collect_inputs(dir)?;
-    let job = Job {
+    Ok(Job {
         job_id: job_id_for(&manifest.slug, unix_millis()),
         class: "function".into(),
         artifact: ARTIFACT.into(),
@@ -389,18 +417,7 @@ pub fn job_from_skill(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
             mem_bytes: Some(mem_bytes),
         },
         ttl_ms: None,
-    };
-    // Every rule of the job that does not depend on the runner's configuration: the size of
-    // the input is left to the engine, which knows the configured bound.
-    let any_input_size = Bounds {
-        max_input_json_bytes: usize::MAX,
-    };
-    job::validate(job.clone(), &any_input_size).map_err(|r| SkillError::Job {
-        dir: dir.to_path_buf(),
-        reason: r.reason,
-        message: r.message,
-    })?;
-    Ok(job)
+    })
 }
 
 /// How far a mode reaches: each one reaches everything the ones before it reach.

@@ -1,14 +1,14 @@
-//! Untrusted bytes as a submitted job, through both doors: `parse_job` (text straight to the
-//! typed job: the engine's and the daemon's) and `parse_job_value` (a `Value` written back to
-//! text). Neither may panic; whatever either accepts must hold every rule of SPEC.md "Job" and
-//! "Inputs"; what `parse_job` accepts the other door accepts with the same fields; the tool's
-//! input is the exact text of `args.input`; and the id and `net` a rejection would echo
-//! (`read_head`) are the job's.
+//! Untrusted bytes as a submitted job, through the one door `admit` (text straight to the
+//! typed job: the engine's, `run-job`'s and the daemon's) and through `parse_job_value` (a
+//! `Value` written back to text). Neither may panic; whatever either accepts must hold every
+//! rule of SPEC.md "Job" and "Inputs"; what `admit` accepts the value path accepts with the
+//! same fields; the tool's input is the exact text of `args.input`; and the id and `net` a
+//! rejection would echo (`read_head`, and the head of `admit`'s refusal) are the job's.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use openvibe_skill_runner::job::{
-    parse_job, parse_job_value, read_head, valid_job_id, Bounds, Job, Rejection, ValidJob,
+    admit, parse_job_value, read_head, valid_job_id, Bounds, Job, JobHead, Rejection, ValidJob,
 };
 use openvibe_skill_runner_fuzz::{check_outcome, STRICT_SHAPES};
 use serde_json::value::RawValue;
@@ -66,14 +66,21 @@ fuzz_target!(|data: &[u8]| {
         via_value = Some(outcome);
     }
 
-    // `parse_job`, text straight to the typed job: the engine's and the daemon's door.
-    let direct = parse_job(data, &bounds);
+    // `admit`, text straight to the typed job: the one door. A refusal's head is what
+    // `read_head` reads.
+    let direct = match admit(data, &bounds) {
+        Ok(job) => Ok(job),
+        Err(refusal) => {
+            assert_eq!(refusal.head, head, "the door's head is not read_head's");
+            Err(refusal.rejection)
+        }
+    };
     let accepted = check_outcome(&direct, &bounds);
     match (&direct, &via_value) {
         // A value sorts keys and rounds numbers: only the rest is compared.
         (Ok(a), Some(Ok(b))) => assert_same(a, b, false),
-        (Ok(_), other) => panic!("parse_job accepted what a value parse does not: {other:?}"),
-        // A key given twice: the door (parse_job) refuses it; a `Value` kept only the last
+        (Ok(_), other) => panic!("admit accepted what a value parse does not: {other:?}"),
+        // A key given twice: the door (admit) refuses it; a `Value` kept only the last
         // one, so a value parse may accept it. That is why every door parses the text.
         _ => {}
     }
@@ -88,6 +95,7 @@ fuzz_target!(|data: &[u8]| {
     );
     assert_eq!(h.net, first.net, "read_head disagrees with the parser");
     assert_eq!(h.tool, first.tool, "read_head disagrees with the parser");
+    assert_eq!(h, JobHead::of(&first), "an admitted job's head is not its text's");
 
     // The tool reads exactly the text of args.input.
     type Fields<'a> = HashMap<String, &'a RawValue>;

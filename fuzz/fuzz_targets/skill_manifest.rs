@@ -87,13 +87,12 @@ fuzz_target!(|data: &[u8]| {
             wall_ms: None,
             mem_bytes: None,
         };
-        match skill::job_from_skill(dir, &req) {
-            Ok(built) => {
+        match skill::valid_job_from_skill(dir, &req) {
+            Ok(valid) => {
                 // `run` leaves the input's size to the engine: check everything else.
                 let any_size = Bounds {
                     max_input_json_bytes: usize::MAX,
                 };
-                let valid = job::validate(built, &any_size).expect("a built job is valid");
                 assert_valid_job(&valid, &any_size);
                 assert_eq!(valid.entry, tool.entry);
                 assert_eq!(valid.net, tool.declared_net());

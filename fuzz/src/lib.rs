@@ -16,7 +16,7 @@ use std::collections::HashSet;
 
 /// SPEC.md's job is JSON objects and `net` a string. serde would also read a struct from an
 /// array of its fields and an enum from a one-key object; the parser refuses both, and the
-/// targets ask it to. (Duplicate keys: every door parses the job's text with `parse_job`,
+/// targets ask it to. (Duplicate keys: every job's text takes the one door, `admit`,
 /// which refuses them; `job_parser` checks that.)
 pub const STRICT_SHAPES: bool = true;
 

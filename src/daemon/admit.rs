@@ -5,7 +5,7 @@
 
 use super::journal::Entry;
 use crate::cancel::Cause;
-use crate::job::{self, Bounds, JobResult, Reason, Rejection, Status, ValidJob};
+use crate::job::{self, JobResult, Reason, Rejection, Status, ValidJob};
 
 /// How full the runner is when a job arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,14 +17,14 @@ pub struct Load {
     pub queue_len: usize,
 }
 
-/// A submission with a fresh id: the valid job to queue, or why it is turned away. In this
-/// order: a runner that is off reads nothing of the job; a job that breaks a rule is
-/// `invalid_job`/`limits_above_cap` whatever the load; a valid job that finds every slot and
-/// the queue taken is `busy`.
-pub fn admit(
-    body: &[u8],
+/// A submission with a fresh id, given the one door's verdict on its body
+/// ([`job::admit`]): the valid job to queue, or why it is turned away. In this order: a
+/// runner that is off turns every job away, whatever the door said; a job that breaks a
+/// rule is `invalid_job`/`limits_above_cap` whatever the load; a valid job that finds every
+/// slot and the queue taken is `busy`.
+pub fn verdict(
+    door: Result<ValidJob, Rejection>,
     skills_on: bool,
-    bounds: &Bounds,
     load: Load,
 ) -> Result<ValidJob, Rejection> {
     if !skills_on {
@@ -36,7 +36,7 @@ pub fn admit(
             ),
         });
     }
-    let valid = job::parse_job(body, bounds)?;
+    let valid = door?;
     if load.running + load.queued > load.max_jobs + load.queue_len {
         return Err(Rejection {
             reason: Reason::Busy,
@@ -176,17 +176,23 @@ pub(crate) mod tests {
         }
     }
 
+    /// The door's verdict on a body, and the daemon's on top of it.
+    fn admit(body: &[u8], skills_on: bool, load: Load) -> Result<ValidJob, Rejection> {
+        let door = job::admit(body, &job::Bounds::default()).map_err(|r| r.rejection);
+        verdict(door, skills_on, load)
+    }
+
     #[test]
     fn a_valid_job_with_room_is_admitted() {
-        let v = admit(&body("a"), true, &Bounds::default(), load(0, 1)).expect("admitted");
+        let v = admit(&body("a"), true, load(0, 1)).expect("admitted");
         assert_eq!(v.job_id, "a");
         // The last place: two running, this one the only one waiting.
-        assert!(admit(&body("a"), true, &Bounds::default(), load(2, 1)).is_ok());
+        assert!(admit(&body("a"), true, load(2, 1)).is_ok());
     }
 
     #[test]
     fn one_past_the_slots_and_the_queue_is_busy() {
-        let r = admit(&body("a"), true, &Bounds::default(), load(2, 2)).expect_err("busy");
+        let r = admit(&body("a"), true, load(2, 2)).expect_err("busy");
         assert_eq!(r.reason, Reason::Busy);
         assert_eq!(r.reason.status(), Status::Rejected);
         assert!(
@@ -197,8 +203,10 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn off_is_decided_before_the_job_is_read() {
-        let r = admit(b"not even json", false, &Bounds::default(), load(0, 1)).expect_err("off");
+    fn off_is_decided_before_what_the_job_says() {
+        let r = admit(b"not even json", false, load(0, 1)).expect_err("off");
+        assert_eq!(r.reason, Reason::RunnerOff);
+        let r = admit(&body("a"), false, load(0, 1)).expect_err("off");
         assert_eq!(r.reason, Reason::RunnerOff);
         assert!(r.message.contains("skills on"), "{}", r.message);
     }
@@ -208,11 +216,11 @@ pub(crate) mod tests {
         let mut j: serde_json::Value = serde_json::from_slice(&body("a")).expect("json");
         j["limits"] = json!({ "wall_ms": job::WALL_MS_CAP + 1 });
         let text = serde_json::to_vec(&j).expect("json");
-        let r = admit(&text, true, &Bounds::default(), load(9, 9)).expect_err("above cap");
+        let r = admit(&text, true, load(9, 9)).expect_err("above cap");
         assert_eq!(r.reason, Reason::LimitsAboveCap);
         j["class"] = json!("other");
         let text = serde_json::to_vec(&j).expect("json");
-        let r = admit(&text, true, &Bounds::default(), load(0, 1)).expect_err("invalid");
+        let r = admit(&text, true, load(0, 1)).expect_err("invalid");
         assert_eq!(r.reason, Reason::InvalidJob);
     }
 

@@ -18,7 +18,7 @@ use super::runner::JobRunner;
 use crate::cancel::{Cancel, Cause};
 use crate::config::Config;
 use crate::engine::Engine;
-use crate::job::{self, Bounds, JobResult, Reason, ValidJob};
+use crate::job::{self, Bounds, JobHead, JobResult, Reason, ValidJob};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
@@ -232,10 +232,15 @@ impl Jobs {
         if self.stopping.is_cancelled() {
             return Submitted::Stopping;
         }
-        // Read from the text: `args.input` is never parsed into a value on the way.
-        let head = match job::read_head(body) {
-            Ok(h) => h,
-            Err(e) => return Submitted::BadRequest("bad_json", e.to_string()),
+        // The one door, once: `args.input` is never parsed into a value on the way. Its
+        // verdict waits for the id's own checks below.
+        let door = job::admit(body, &self.bounds);
+        let head = match &door {
+            Ok(valid) => JobHead::of(valid),
+            Err(refusal) => match &refusal.head {
+                Ok(h) => h.clone(),
+                Err(e) => return Submitted::BadRequest("bad_json", e.to_string()),
+            },
         };
         let id = head.job_id;
         let net = head.net;
@@ -299,7 +304,8 @@ impl Jobs {
                 queue_len: self.queue_len,
             }
         };
-        let verdict = admit::admit(body, self.settings().skills_on, &self.bounds, load)
+        let door = door.map_err(|refusal| refusal.rejection);
+        let verdict = admit::verdict(door, self.settings().skills_on, load)
             .map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
         let job = match verdict {
             Ok(j) => j,

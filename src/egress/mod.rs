@@ -11,10 +11,13 @@
 //! - [`decide`]: allow (to exactly which address) or refuse one accepted connection.
 //! - [`record`]: the result's `egress` list and the job's byte and time budgets.
 //! - [`http`]: port 80 served request by request (hyper), each request judged.
-//! - [`proxy`]: the effects: one job's namespace served by the DNS responder and the proxy.
+//! - [`proxy`]: the effects: one job's namespace served by the DNS responder and the proxy
+//!   (its listeners and the responder's transports in proxy/listen.rs).
+//! - [`host_networks`]: the Link's own addresses, which no job may reach.
 
 pub mod decide;
 pub mod dns;
+pub mod host_networks;
 pub mod http;
 pub mod policy;
 pub mod proxy;

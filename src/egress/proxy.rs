@@ -36,7 +36,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -51,7 +51,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::decide::{self, Attempt, Context, Decision, RefusalCode, Target};
-use super::dns::{self, DnsEvent, NameTable, Resolution, TcpFrame};
+use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::http::{self, Activity, Judge, Refused};
 use super::policy::EgressPolicy;
 use super::record::{Flow, LookupOutcome, Recorder};
@@ -60,6 +60,7 @@ use super::sniff::{self, Sniff, MAX_HEAD};
 use crate::job::{EgressRecord, Net};
 use crate::sandbox::netns;
 use hickory_resolver::TokioResolver;
+use listen::{accept_loop, serve_dns_tcp, serve_dns_udp};
 
 /// Proxied connections one job may have open at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -72,7 +73,7 @@ pub const RESOLVE_TIME: Duration = Duration::from_secs(5);
 /// How long connecting to the upstream may take.
 pub const CONNECT_TIME: Duration = Duration::from_secs(10);
 /// How long a DNS-over-TCP connection may stay idle.
-const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
+pub(super) const DNS_TCP_IDLE: Duration = Duration::from_secs(10);
 /// How long `finish` lets connections the tool made before it ended be decided and recorded
 /// (the tool is gone, so each sees end of file at once; only a slow upstream takes longer).
 const DRAIN_GRACE: Duration = Duration::from_secs(1);
@@ -80,7 +81,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
 /// How long a listener rests after a failed accept.
-const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
+pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// How long a new connection waits for the place of an idle one closed for it.
 const ADMIT_TIME: Duration = Duration::from_secs(1);
 /// How long a TLS connection must have been quiet since the upstream's last bytes before it
@@ -150,7 +151,7 @@ impl Egress {
     /// egress budgets starts now.
     pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, StartError> {
         let resolver = self.resolver().map_err(StartError::Resolver)?;
-        let own = own_networks().map_err(StartError::OwnAddresses)?;
+        let own = super::host_networks::own_networks().map_err(StartError::OwnAddresses)?;
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
             .await
@@ -422,184 +423,6 @@ impl JobState {
             }
         }
         found
-    }
-}
-
-/// The Link's own addresses and networks, as configured in the runner's network namespace.
-/// An error, never a shorter list: without them a job could reach the Link's own network.
-pub fn own_networks() -> io::Result<Vec<IpNet>> {
-    let mut nets = Vec::new();
-    let addrs = nix::ifaddrs::getifaddrs().map_err(io::Error::from)?;
-    for a in addrs {
-        let Some(addr) = a.address.as_ref().and_then(ip_of) else {
-            continue;
-        };
-        let prefix = a
-            .netmask
-            .as_ref()
-            .and_then(ip_of)
-            .map(|m| match m {
-                IpAddr::V4(v4) => u32::from(v4).count_ones() as u8,
-                IpAddr::V6(v6) => u128::from(v6).count_ones() as u8,
-            })
-            .unwrap_or(if addr.is_ipv4() { 32 } else { 128 });
-        if let Ok(net) = IpNet::new(addr, prefix) {
-            nets.push(net.trunc());
-        }
-        // The address itself as well, in case its network is wider than the prefix says.
-        if let Ok(host) = IpNet::new(addr, if addr.is_ipv4() { 32 } else { 128 }) {
-            nets.push(host);
-        }
-    }
-    Ok(nets)
-}
-
-fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
-    if let Some(v4) = s.as_sockaddr_in() {
-        return Some(IpAddr::V4(v4.ip()));
-    }
-    s.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-}
-
-async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
-    let socket = Arc::new(socket);
-    let mut buf = vec![0u8; 65_535];
-    loop {
-        let (n, from) = tokio::select! {
-            _ = job.stop.cancelled() => return,
-            _ = job.closing.cancelled() => {
-                // Queries still queued are recorded; nobody is left to answer.
-                while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
-                    let query = buf[..n].to_vec();
-                    let j = job.clone();
-                    job.tracker.spawn(async move {
-                        tokio::select! {
-                            _ = j.stop.cancelled() => {}
-                            _ = j.answer(&query) => {}
-                        }
-                    });
-                }
-                return;
-            }
-            r = socket.recv_from(&mut buf) => match r {
-                Ok(x) => x,
-                Err(_) => {
-                    tokio::time::sleep(ACCEPT_PAUSE).await;
-                    continue;
-                }
-            },
-        };
-        // Each query on a task of its own: one waiting for the upstream holds up no other.
-        let query = buf[..n].to_vec();
-        let (j, s) = (job.clone(), socket.clone());
-        job.tracker.spawn(async move {
-            tokio::select! {
-                _ = j.stop.cancelled() => {}
-                reply = j.answer(&query) => {
-                    if let Some(packet) = reply {
-                        let _ = s.send_to(&packet, from).await;
-                    }
-                }
-            }
-        });
-    }
-}
-
-/// The connections still queued on a listener, taken without waiting.
-fn drain_queue(listener: &TcpListener) -> Vec<TcpStream> {
-    let mut taken = Vec::new();
-    let fd = listener.as_raw_fd();
-    loop {
-        match nix::sys::socket::accept4(
-            fd,
-            nix::sys::socket::SockFlag::SOCK_CLOEXEC | nix::sys::socket::SockFlag::SOCK_NONBLOCK,
-        ) {
-            Ok(raw) => {
-                // SAFETY: accept4 just returned this descriptor; nothing else owns it.
-                let std = unsafe { std::net::TcpStream::from_raw_fd(raw) };
-                if let Ok(s) = TcpStream::from_std(std) {
-                    taken.push(s);
-                }
-            }
-            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::ECONNABORTED) => continue,
-            Err(_) => return taken,
-        }
-    }
-}
-
-/// Takes the listener's connections until the job ends (then what is still queued) and
-/// hands each to `handle`. After an accept error (descriptors exhausted, say) it waits a
-/// moment rather than spinning.
-async fn accept_loop<F, Fut>(job: Arc<JobState>, listener: TcpListener, handle: F)
-where
-    F: Fn(Arc<JobState>, TcpStream) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    loop {
-        let conns = tokio::select! {
-            _ = job.stop.cancelled() => return,
-            _ = job.closing.cancelled() => drain_queue(&listener),
-            r = listener.accept() => match r {
-                Ok((c, _)) => vec![c],
-                Err(_) => {
-                    tokio::time::sleep(ACCEPT_PAUSE).await;
-                    continue;
-                }
-            },
-        };
-        for conn in conns {
-            handle(job.clone(), conn).await;
-        }
-        if job.closing.is_cancelled() {
-            return;
-        }
-    }
-}
-
-async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
-    accept_loop(job, listener, |job, conn| async move {
-        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
-            return;
-        };
-        let j = job.clone();
-        job.tracker.spawn(async move {
-            tokio::select! {
-                _ = j.stop.cancelled() => {}
-                _ = dns_tcp_connection(&j, conn) => {}
-            }
-            drop(permit);
-        });
-    })
-    .await
-}
-
-async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
-    let mut buf: Vec<u8> = Vec::new();
-    let mut chunk = vec![0u8; 4096];
-    loop {
-        loop {
-            match dns::tcp_frame(&buf) {
-                TcpFrame::NeedMore => break,
-                TcpFrame::Invalid => return,
-                TcpFrame::Message { message, consumed } => {
-                    let reply = job.answer(message).await.and_then(|p| dns::tcp_encode(&p));
-                    buf.drain(..consumed);
-                    match reply {
-                        Some(bytes) => {
-                            if conn.write_all(&bytes).await.is_err() {
-                                return;
-                            }
-                        }
-                        None => return,
-                    }
-                }
-            }
-        }
-        let n = match tokio::time::timeout(DNS_TCP_IDLE, conn.read(&mut chunk)).await {
-            Ok(Ok(n)) if n > 0 => n,
-            _ => return,
-        };
-        buf.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -897,59 +720,7 @@ async fn pump(
     }
 }
 
+mod listen;
+
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_hosts_resolver_follows_its_resolv_conf() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("resolv.conf");
-        std::fs::write(&path, "search corp.example\nnameserver 192.0.2.1\n").unwrap();
-        let egress = Egress::with_resolv_conf(EgressPolicy::shipped(), &path);
-        assert_eq!(egress.problem(), None);
-        let first = egress.resolver().unwrap();
-        assert!(
-            Arc::ptr_eq(&first, &egress.resolver().unwrap()),
-            "same file, same resolver"
-        );
-        std::fs::write(&path, "nameserver 192.0.2.2\n").unwrap();
-        let second = egress.resolver().unwrap();
-        assert!(
-            !Arc::ptr_eq(&first, &second),
-            "a changed file is read again"
-        );
-        std::fs::write(&path, "# no server\n").unwrap();
-        let none = egress.problem().unwrap();
-        assert!(
-            none.contains("resolv.conf") && none.contains("runner.dns_servers"),
-            "{none}"
-        );
-        std::fs::remove_file(&path).unwrap();
-        let gone = egress.problem().unwrap();
-        assert!(
-            gone.contains("cannot be read") && gone.contains("runner.dns_servers"),
-            "{gone}"
-        );
-        std::fs::write(&path, "nameserver 192.0.2.3\n").unwrap();
-        assert_eq!(egress.problem(), None, "back once the file is");
-    }
-
-    #[test]
-    fn fixed_servers_are_used_as_given() {
-        let egress = Egress::new(EgressPolicy::shipped(), &["192.0.2.53:5353".to_string()]);
-        assert_eq!(egress.problem(), None);
-        let bad = Egress::new(EgressPolicy::shipped(), &["dns.example".to_string()]);
-        assert!(bad.problem().unwrap().contains("runner.dns_servers"));
-    }
-
-    #[test]
-    fn own_networks_hold_loopback() {
-        let nets = own_networks().unwrap();
-        assert!(
-            nets.iter()
-                .any(|n| n.contains(&IpAddr::from([127, 0, 0, 1]))),
-            "{nets:?}"
-        );
-    }
-}
+mod tests;

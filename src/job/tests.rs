@@ -1,7 +1,7 @@
 //! Every rule of `job.rs` against SPEC.md, each cap tested on both sides of its edge.
 
 use super::*;
-use serde_json::json;
+use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
 const ENTRY: &str = "tools/count.js";
@@ -64,6 +64,11 @@ fn without(pointer: &str, key: &str) -> Value {
 /// `good_job` with these inputs; the entry stays `tools/count.js`, so include it.
 fn with_inputs(inputs: Vec<Value>) -> Value {
     with("", "inputs", Value::Array(inputs))
+}
+
+/// The door's verdict without the head.
+fn parse_job(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Rejection> {
+    admit(text, bounds).map_err(|r| r.rejection)
 }
 
 fn check(job: Value) -> Result<ValidJob, Rejection> {

@@ -26,6 +26,20 @@ pub struct Layers {
     pub kernel: String,
 }
 
+/// What to change on a host that lacks a layer, written once: `doctor` gives it beside each
+/// failed check, and [`Layers::first_problem`] (why no job runs) ends with it.
+pub mod fixes {
+    pub const ROOT: &str = "run the runner as root: it creates namespaces, mounts and cgroups for each job (each job itself runs as an unprivileged uid)";
+    pub const LANDLOCK: &str = "boot a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm=";
+    pub const SECCOMP: &str = "the kernel needs CONFIG_SECCOMP_FILTER=y";
+    pub const EXEC_GATE: &str = "boot Linux 5.5 or later with CONFIG_SECCOMP_FILTER=y (seccomp user notification); no job runs without the exec gate";
+
+    /// For a namespace (`mnt`, `pid`, …) the kernel does not have.
+    pub fn namespace(ns: &str) -> String {
+        format!("enable CONFIG_{}_NS in the kernel", ns.to_uppercase())
+    }
+}
+
 /// The namespaces every job gets (SPEC.md: mount, pid, net, ipc, uts, cgroup).
 pub const NAMESPACES: &[&str] = &["mnt", "pid", "net", "ipc", "uts", "cgroup"];
 
@@ -69,33 +83,33 @@ impl Layers {
     /// The first layer that is missing, said so that an operator knows what to change.
     pub fn first_problem(&self) -> Option<String> {
         if !self.root {
-            return Some(
-                "the runner must run as root: it creates namespaces, mounts and cgroups for each job (each job itself runs as an unprivileged uid)".into(),
-            );
+            return Some(format!("the runner is not root; {}", fixes::ROOT));
         }
         for (ns, ok) in &self.namespaces {
             if !ok {
                 return Some(format!(
-                    "the kernel has no {ns} namespace (/proc/self/ns/{ns}); enable CONFIG_{}_NS",
-                    ns.to_uppercase()
+                    "the kernel has no {ns} namespace (/proc/self/ns/{ns}); {}",
+                    fixes::namespace(ns)
                 ));
             }
         }
         if self.landlock_abi < 1 {
-            return Some("landlock is unavailable: boot a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm=".into());
+            return Some(format!("landlock is unavailable: {}", fixes::LANDLOCK));
         }
         if !self.seccomp {
-            return Some(
-                "seccomp filters are unavailable: the kernel needs CONFIG_SECCOMP_FILTER=y".into(),
-            );
+            return Some(format!(
+                "seccomp filters are unavailable: {}",
+                fixes::SECCOMP
+            ));
         }
         if !self.exec_gate {
-            return Some(format!(
-                "the exec gate cannot work here: {}",
-                self.exec_gate_problem
-                    .as_deref()
-                    .unwrap_or("seccomp user notification is unavailable; boot Linux 5.5 or later")
-            ));
+            return Some(match &self.exec_gate_problem {
+                Some(problem) => format!("the exec gate cannot work here: {problem}"),
+                None => format!(
+                    "the exec gate cannot work here: seccomp user notification is unavailable; {}",
+                    fixes::EXEC_GATE
+                ),
+            });
         }
         None
     }
@@ -126,3 +140,6 @@ pub fn cgroup_parent(config: &crate::config::Config) -> Option<PathBuf> {
     }
     config.runner.cgroup_parent.clone()
 }
+
+#[cfg(test)]
+mod tests;

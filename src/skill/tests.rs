@@ -94,7 +94,7 @@ fn manifest_error(manifest: &Value, needle: &str) {
 
 #[track_caller]
 fn build_error(dir: &TempDir, req: &RunRequest, needle: &str) -> SkillError {
-    match job_from_skill(dir.path(), req) {
+    match valid_job_from_skill(dir.path(), req) {
         Ok(job) => panic!("expected an error mentioning {needle:?}, got {job:?}"),
         Err(e) => {
             let text = e.to_string();
@@ -104,7 +104,7 @@ fn build_error(dir: &TempDir, req: &RunRequest, needle: &str) -> SkillError {
     }
 }
 
-fn names(job: &Job) -> Vec<&str> {
+fn names(job: &ValidJob) -> Vec<&str> {
     job.inputs.iter().map(|i| i.name.as_str()).collect()
 }
 
@@ -125,35 +125,23 @@ fn a_good_folder_loads_and_ignores_unknown_top_level_fields() {
 #[test]
 fn a_good_folder_builds_a_valid_job() {
     let dir = good_dir();
-    let job = job_from_skill(dir.path(), &request("count_words")).expect("job");
-    assert_eq!(job.class, "function");
-    assert_eq!(job.artifact, ARTIFACT);
-    assert_eq!(job.args.tool, "count_words");
-    assert_eq!(job.args.entry, "tools/count.js");
-    assert_eq!(job.args.input.as_str(), r#"{"text":"hello there"}"#);
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("job");
+    assert_eq!(job.tool, "count_words");
+    assert_eq!(job.entry, "tools/count.js");
+    assert_eq!(job.input_json, br#"{"text":"hello there"}"#);
     assert_eq!(job.net, Net::Deny);
-    assert_eq!(job.limits.wall_ms, Some(5000));
-    assert_eq!(job.limits.mem_bytes, Some(67_108_864));
-    assert_eq!(job.ttl_ms, None);
+    assert_eq!(job.wall_ms, 5000);
+    assert_eq!(job.mem_bytes, 67_108_864);
+    assert_eq!(job.ttl_ms, job::TTL_MS_DEFAULT);
     assert!(job.job_id.starts_with("run-word-tools-"), "{}", job.job_id);
     assert_eq!(names(&job), ["tools/count.js"]);
     let input = &job.inputs[0];
     assert_eq!(
-        input.sha256,
+        input.sha256_hex(),
         hex::encode(Sha256::digest(COUNT_JS.as_bytes()))
     );
-    assert_eq!(input.sha256, input.sha256.to_lowercase());
-    let decoded = base64::engine::general_purpose::STANDARD
-        .decode(input.content_base64.as_deref().expect("carried"))
-        .expect("base64");
-    assert_eq!(decoded, COUNT_JS.as_bytes());
+    assert_eq!(input.content.as_deref(), Some(COUNT_JS.as_bytes()));
     assert_eq!(input.media_id, None);
-
-    let valid = job::validate(job.clone(), &Bounds::default()).expect("valid");
-    assert_eq!(valid.input_json, br#"{"text":"hello there"}"#);
-    // It survives the wire: serialized and parsed back as a dispatcher's job would be.
-    let text = serde_json::to_vec(&job).expect("json");
-    job::parse_job(&text, &Bounds::default()).expect("parses");
 }
 
 #[test]
@@ -163,10 +151,10 @@ fn undeclared_net_and_limits_take_the_defaults() {
     object.remove("net");
     object.remove("limits");
     let dir = skill_dir(&manifest_with(vec![tool]));
-    let job = job_from_skill(dir.path(), &request("count_words")).expect("job");
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("job");
     assert_eq!(job.net, Net::Deny);
-    assert_eq!(job.limits.wall_ms, Some(WALL_MS_DEFAULT));
-    assert_eq!(job.limits.mem_bytes, Some(MEM_BYTES_DEFAULT));
+    assert_eq!(job.wall_ms, WALL_MS_DEFAULT);
+    assert_eq!(job.mem_bytes, MEM_BYTES_DEFAULT);
 }
 
 #[test]
@@ -177,8 +165,8 @@ fn several_tools_pick_the_requested_one() {
     second["net"] = json!("public");
     let dir = skill_dir(&manifest_with(vec![count_tool(), second]));
     write(&dir, "tools/fetch.js", "process.stdout.write('1')\n");
-    let job = job_from_skill(dir.path(), &request("fetch_page")).expect("job");
-    assert_eq!(job.args.entry, "tools/fetch.js");
+    let job = valid_job_from_skill(dir.path(), &request("fetch_page")).expect("job");
+    assert_eq!(job.entry, "tools/fetch.js");
     assert_eq!(job.net, Net::Public);
     // Both code files travel: a tool may require the other's helpers.
     assert_eq!(names(&job), ["tools/count.js", "tools/fetch.js"]);
@@ -422,7 +410,10 @@ fn net_narrowing_is_allowed() {
     ] {
         let mut req = request("count_words");
         req.net = asked;
-        assert_eq!(job_from_skill(dir.path(), &req).expect("job").net, got);
+        assert_eq!(
+            valid_job_from_skill(dir.path(), &req).expect("job").net,
+            got
+        );
     }
 }
 
@@ -432,13 +423,13 @@ fn limits_may_be_lowered_not_raised() {
     let mut req = request("count_words");
     req.wall_ms = Some(100);
     req.mem_bytes = Some(33_554_432);
-    let job = job_from_skill(dir.path(), &req).expect("job");
-    assert_eq!(job.limits.wall_ms, Some(100));
-    assert_eq!(job.limits.mem_bytes, Some(33_554_432));
+    let job = valid_job_from_skill(dir.path(), &req).expect("job");
+    assert_eq!(job.wall_ms, 100);
+    assert_eq!(job.mem_bytes, 33_554_432);
 
     req.wall_ms = Some(5000);
     req.mem_bytes = Some(67_108_864);
-    job_from_skill(dir.path(), &req).expect("equal to the declaration");
+    valid_job_from_skill(dir.path(), &req).expect("equal to the declaration");
 
     let mut req = request("count_words");
     req.wall_ms = Some(5001);
@@ -467,15 +458,15 @@ fn required_input_keys_are_checked() {
     req.input = text(json!("hello"));
     build_error(&dir, &req, "takes an object");
     req.input = text(json!({ "text": 5 })); // the type is the tool's to judge
-    job_from_skill(dir.path(), &req).expect("job");
+    valid_job_from_skill(dir.path(), &req).expect("job");
     // A key is read unescaped, as the tool's JSON.parse reads it.
     let escaped = r#"{"\u0074ext":"hi"}"#;
     req.input = JsonText::parse(escaped, crate::json_text::DuplicateKeys::Refuse).expect("json");
-    job_from_skill(dir.path(), &req).expect("job");
+    valid_job_from_skill(dir.path(), &req).expect("job");
     // Without `required`, any input goes through.
     let dir = skill_dir(&tool_with("args", json!({ "type": "object" })));
     req.input = text(Value::Null);
-    job_from_skill(dir.path(), &req).expect("job");
+    valid_job_from_skill(dir.path(), &req).expect("job");
 }
 
 #[test]
@@ -484,13 +475,26 @@ fn the_input_reaches_the_job_as_written() {
     let mut req = request("count_words");
     let written = r#"{"zeta":2,"text":"\u00e9\/","id":1234567890123456789012,"n":-0}"#;
     req.input = JsonText::parse(written, crate::json_text::DuplicateKeys::Refuse).expect("json");
-    let job = job_from_skill(dir.path(), &req).expect("job");
-    let valid = job::validate(job.clone(), &Bounds::default()).expect("valid");
-    assert_eq!(valid.input_json, written.as_bytes());
-    // And through the job's text, as `run` hands it to the engine.
-    let text = serde_json::to_vec(&job).expect("json");
-    let parsed = job::parse_job(&text, &Bounds::default()).expect("parses");
-    assert_eq!(parsed.input_json, written.as_bytes());
+    let job = valid_job_from_skill(dir.path(), &req).expect("job");
+    assert_eq!(job.input_json, written.as_bytes());
+    // And as a dispatcher would submit it, through the door every submitted job takes.
+    let wire = job_from_skill(dir.path(), &req).expect("job");
+    let text = serde_json::to_vec(&wire).expect("json");
+    let admitted = job::admit(&text, &Bounds::default()).expect("admitted");
+    assert_eq!(admitted.input_json, written.as_bytes());
+    assert_eq!(admitted.tool, job.tool);
+    assert_eq!(admitted.entry, job.entry);
+    assert_eq!(
+        (admitted.net, admitted.wall_ms, admitted.mem_bytes),
+        (job.net, job.wall_ms, job.mem_bytes)
+    );
+    let names = |j: &ValidJob| -> Vec<(String, [u8; 32])> {
+        j.inputs
+            .iter()
+            .map(|i| (i.name.clone(), i.sha256))
+            .collect()
+    };
+    assert_eq!(names(&admitted), names(&job));
 }
 
 // ---- the folder -------------------------------------------------------------------
@@ -503,7 +507,7 @@ fn nested_files_are_sent_sorted_with_slashes() {
     write(&dir, "data/words.json", "[\"a\"]\n");
     write(&dir, "README.md", "# word tools\n");
     write(&dir, "lib/skill.json", "{}\n"); // only the root manifest stays home
-    let job = job_from_skill(dir.path(), &request("count_words")).expect("job");
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("job");
     assert_eq!(
         names(&job),
         [
@@ -518,13 +522,18 @@ fn nested_files_are_sent_sorted_with_slashes() {
     for input in &job.inputs {
         let bytes = fs::read(dir.path().join(&input.name)).expect("read");
         assert_eq!(
-            input.sha256,
+            input.sha256_hex(),
             hex::encode(Sha256::digest(&bytes)),
             "{}",
             input.name
         );
+        assert_eq!(
+            input.content.as_deref(),
+            Some(bytes.as_slice()),
+            "{}",
+            input.name
+        );
     }
-    job::validate(job, &Bounds::default()).expect("valid");
 }
 
 #[test]
@@ -534,7 +543,7 @@ fn dot_files_and_dot_folders_are_skipped() {
     write(&dir, ".git/config", "[core]\n");
     write(&dir, "tools/.eslintrc.json", "{}\n");
     write(&dir, "tools/.cache/x.js", "1\n");
-    let job = job_from_skill(dir.path(), &request("count_words")).expect("job");
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("job");
     assert_eq!(names(&job), ["tools/count.js"]);
 }
 
@@ -572,7 +581,7 @@ fn file_rules_name_the_file() {
 
     let dir = good_dir();
     write(&dir, "lib/ok.js", &"/".repeat(MAX_JS_BYTES));
-    job_from_skill(dir.path(), &request("count_words")).expect("64 KiB .js");
+    valid_job_from_skill(dir.path(), &request("count_words")).expect("64 KiB .js");
 
     let dir = good_dir();
     fs::write(dir.path().join("logo.png"), b"\x89PNG\r\n\x1a\n\0\0").expect("write");
@@ -595,7 +604,7 @@ fn too_many_or_too_large_files_are_refused() {
     for i in 0..MAX_INPUTS - 1 {
         write(&dir, &format!("data/f{i:02}.txt"), "x");
     }
-    let job = job_from_skill(dir.path(), &request("count_words")).expect("64 files");
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("64 files");
     assert_eq!(job.inputs.len(), MAX_INPUTS);
 
     let dir = good_dir();
@@ -608,7 +617,7 @@ fn too_many_or_too_large_files_are_refused() {
 fn folders_deeper_than_the_name_rule_are_refused() {
     let dir = good_dir();
     write(&dir, "a/b/c/d/e/f/g/h.txt", "8 components");
-    job_from_skill(dir.path(), &request("count_words")).expect("8 components");
+    valid_job_from_skill(dir.path(), &request("count_words")).expect("8 components");
     write(&dir, "a/b/c/d/e/f/g/h/i.txt", "9 components");
     build_error(&dir, &request("count_words"), "too deep");
 }
@@ -681,10 +690,11 @@ fn every_test_skill_builds_a_valid_job() {
                 wall_ms: None,
                 mem_bytes: None,
             };
-            let job = job_from_skill(&dir, &req)
+            let job = valid_job_from_skill(&dir, &req)
                 .unwrap_or_else(|e| panic!("{} {}: {e}", dir.display(), tool.name));
             assert_eq!(job.net, tool.declared_net());
-            job::validate(job, &Bounds::default())
+            // Within the default bound on the input too, which the engine applies.
+            job::check_input_size(job.input_json.len(), &Bounds::default())
                 .unwrap_or_else(|r| panic!("{} {}: {}", dir.display(), tool.name, r.message));
         }
     }

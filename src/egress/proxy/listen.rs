@@ -1,0 +1,152 @@
+//! The job's listeners: taking their connections until the job ends (then what is still
+//! queued), and the DNS responder's two transports, UDP and TCP, each query answered on a
+//! task of its own by the job's responder.
+
+use super::{JobState, ACCEPT_PAUSE, DNS_TCP_IDLE};
+use crate::egress::dns::{self, TcpFrame};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+
+pub(super) async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
+    let socket = Arc::new(socket);
+    let mut buf = vec![0u8; 65_535];
+    loop {
+        let (n, from) = tokio::select! {
+            _ = job.stop.cancelled() => return,
+            _ = job.closing.cancelled() => {
+                // Queries still queued are recorded; nobody is left to answer.
+                while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
+                    let query = buf[..n].to_vec();
+                    let j = job.clone();
+                    job.tracker.spawn(async move {
+                        tokio::select! {
+                            _ = j.stop.cancelled() => {}
+                            _ = j.answer(&query) => {}
+                        }
+                    });
+                }
+                return;
+            }
+            r = socket.recv_from(&mut buf) => match r {
+                Ok(x) => x,
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
+            },
+        };
+        // Each query on a task of its own: one waiting for the upstream holds up no other.
+        let query = buf[..n].to_vec();
+        let (j, s) = (job.clone(), socket.clone());
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                reply = j.answer(&query) => {
+                    if let Some(packet) = reply {
+                        let _ = s.send_to(&packet, from).await;
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// The connections still queued on a listener, taken without waiting.
+fn drain_queue(listener: &TcpListener) -> Vec<TcpStream> {
+    let mut taken = Vec::new();
+    let fd = listener.as_raw_fd();
+    loop {
+        match nix::sys::socket::accept4(
+            fd,
+            nix::sys::socket::SockFlag::SOCK_CLOEXEC | nix::sys::socket::SockFlag::SOCK_NONBLOCK,
+        ) {
+            Ok(raw) => {
+                // SAFETY: accept4 just returned this descriptor; nothing else owns it.
+                let std = unsafe { std::net::TcpStream::from_raw_fd(raw) };
+                if let Ok(s) = TcpStream::from_std(std) {
+                    taken.push(s);
+                }
+            }
+            Err(nix::errno::Errno::EINTR) | Err(nix::errno::Errno::ECONNABORTED) => continue,
+            Err(_) => return taken,
+        }
+    }
+}
+
+/// Takes the listener's connections until the job ends (then what is still queued) and
+/// hands each to `handle`. After an accept error (descriptors exhausted, say) it waits a
+/// moment rather than spinning.
+pub(super) async fn accept_loop<F, Fut>(job: Arc<JobState>, listener: TcpListener, handle: F)
+where
+    F: Fn(Arc<JobState>, TcpStream) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    loop {
+        let conns = tokio::select! {
+            _ = job.stop.cancelled() => return,
+            _ = job.closing.cancelled() => drain_queue(&listener),
+            r = listener.accept() => match r {
+                Ok((c, _)) => vec![c],
+                Err(_) => {
+                    tokio::time::sleep(ACCEPT_PAUSE).await;
+                    continue;
+                }
+            },
+        };
+        for conn in conns {
+            handle(job.clone(), conn).await;
+        }
+        if job.closing.is_cancelled() {
+            return;
+        }
+    }
+}
+
+pub(super) async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
+    accept_loop(job, listener, |job, conn| async move {
+        let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+            return;
+        };
+        let j = job.clone();
+        job.tracker.spawn(async move {
+            tokio::select! {
+                _ = j.stop.cancelled() => {}
+                _ = dns_tcp_connection(&j, conn) => {}
+            }
+            drop(permit);
+        });
+    })
+    .await
+}
+
+async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut chunk = vec![0u8; 4096];
+    loop {
+        loop {
+            match dns::tcp_frame(&buf) {
+                TcpFrame::NeedMore => break,
+                TcpFrame::Invalid => return,
+                TcpFrame::Message { message, consumed } => {
+                    let reply = job.answer(message).await.and_then(|p| dns::tcp_encode(&p));
+                    buf.drain(..consumed);
+                    match reply {
+                        Some(bytes) => {
+                            if conn.write_all(&bytes).await.is_err() {
+                                return;
+                            }
+                        }
+                        None => return,
+                    }
+                }
+            }
+        }
+        let n = match tokio::time::timeout(DNS_TCP_IDLE, conn.read(&mut chunk)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}

@@ -1,0 +1,224 @@
+//! Unit tests of `src/supervise.rs`.
+
+use super::*;
+
+fn exited(code: i32, stdout: &str) -> Outcome {
+    Outcome {
+        reports: vec![Report::Exited { code }],
+        stdout: stdout.as_bytes().to_vec(),
+        ..Default::default()
+    }
+}
+
+fn status_reason(o: &Outcome) -> (Status, Option<String>) {
+    let v = classify(o, 1000, 1 << 27);
+    (v.status, v.reason.map(|r| r.as_str().to_string()))
+}
+
+#[test]
+fn one_json_value_is_ok() {
+    let v = classify(&exited(0, " {\"words\": 1}\n"), 1000, 1);
+    assert_eq!(v.status, Status::Ok);
+    assert_eq!(
+        v.output.as_ref().map(JsonText::as_str),
+        Some("{\"words\": 1}")
+    );
+    assert_eq!(v.exit_code, Some(0));
+    let v = classify(&exited(0, "null"), 1000, 1);
+    assert_eq!(v.output.as_ref().map(JsonText::as_str), Some("null"));
+}
+
+#[test]
+fn the_output_is_the_exact_text_the_tool_wrote() {
+    for text in [
+        r#"{"zeta":1,"id":1234567890123456789012,"alpha":1.0000000000000002,"neg":-0}"#,
+        r#"["\u00e9","é","\/",1E400,-1e-400,"\ud800"]"#,
+        r#"{"dup":1,"dup":2}"#,
+        "-0",
+    ] {
+        let v = classify(&exited(0, &format!("\n\t {text} \r\n")), 1000, 1);
+        assert_eq!(v.status, Status::Ok, "{text}: {:?}", v.message);
+        assert_eq!(v.output.as_ref().map(JsonText::as_str), Some(text));
+    }
+}
+
+#[test]
+fn output_deeper_than_the_limit_is_bad_output() {
+    let depth = crate::json_text::MAX_DEPTH;
+    let at = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    assert_eq!(status_reason(&exited(0, &at)), (Status::Ok, None));
+    let over = format!("[{at}]");
+    let v = classify(&exited(0, &over), 1000, 1);
+    assert_eq!(
+        (v.status, v.reason.map(Reason::as_str)),
+        (Status::Error, Some("bad_output"))
+    );
+    assert!(v.message.unwrap_or_default().contains("deeper"));
+}
+
+#[test]
+fn not_one_value_is_bad_output() {
+    for s in [
+        "{} {}",
+        "{",
+        "hello",
+        "1 2",
+        "\u{feff}{}",
+        "NaN",
+        "[1,]",
+        "\u{a0}1",
+    ] {
+        assert_eq!(
+            status_reason(&exited(0, s)),
+            (Status::Error, Some("bad_output".into())),
+            "{s:?}"
+        );
+    }
+    let mut o = exited(0, "");
+    o.stdout = vec![b'"', 0xe2, 0x82, b'"'];
+    assert_eq!(status_reason(&o).1.as_deref(), Some("bad_output"));
+}
+
+#[test]
+fn empty_is_no_output() {
+    assert_eq!(
+        status_reason(&exited(0, " \n")),
+        (Status::Error, Some("no_output".into()))
+    );
+}
+
+#[test]
+fn exit_and_signal() {
+    assert_eq!(
+        status_reason(&exited(3, "{}")),
+        (Status::Error, Some("exit".into()))
+    );
+    let o = Outcome {
+        reports: vec![Report::Signaled { signal: 11 }],
+        ..Default::default()
+    };
+    let v = classify(&o, 1, 1);
+    assert_eq!(v.reason.map(Reason::as_str), Some("signal"));
+    assert_eq!(v.signal.as_deref(), Some("SIGSEGV"));
+}
+
+#[test]
+fn kills_by_the_runner() {
+    let mut o = exited(0, "{}");
+    o.killed = Some(Kill::Wall);
+    assert_eq!(status_reason(&o), (Status::Limit, Some("wall".into())));
+    o.killed = Some(Kill::Output);
+    assert_eq!(status_reason(&o), (Status::Limit, Some("output".into())));
+    o.killed = Some(Kill::Cancelled(Cause::Requested));
+    assert_eq!(
+        status_reason(&o),
+        (Status::Cancelled, Some("cancelled".into()))
+    );
+    // The runner stopping is not the dispatcher's cancel: internal, decided here.
+    o.killed = Some(Kill::Cancelled(Cause::Shutdown { grace_ms: 700 }));
+    assert_eq!(
+        status_reason(&o),
+        (Status::Internal, Some("shutdown".into()))
+    );
+    let v = classify(&o, 1000, 1 << 27);
+    assert!(v
+        .message
+        .is_some_and(|m| m.contains("grace period of 700 ms")));
+}
+
+const V8_MESSAGE: &[u8] =
+    b"FATAL ERROR: Reached heap limit Allocation failed - JavaScript heap out of memory";
+
+#[test]
+fn memory_of_either_kind_is_a_limit() {
+    // V8's own ceiling (64 MiB at 128 MiB): abort with most of the ceiling in use.
+    let mut o = Outcome {
+        reports: vec![Report::Signaled { signal: 6 }],
+        ..Default::default()
+    };
+    o.stats.mem_peak_bytes = 90 << 20;
+    assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // Whatever stderr says (a tool may close it before it runs out).
+    o.stderr = b"nothing to see".to_vec();
+    assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // The least V8 gives up with: 80% of the ceiling.
+    o.stats.mem_peak_bytes = (64 << 20) / 5 * 4;
+    assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // The kernel's: the cgroup's OOM killer.
+    let mut o = Outcome {
+        reports: vec![Report::Signaled { signal: 9 }],
+        ..Default::default()
+    };
+    o.stats.oom_killed = true;
+    assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // A failed allocation the tool turned into an error exit.
+    let mut o = exited(1, "");
+    o.stats.memory_limit_hit = true;
+    assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // The message alone, printed by a tool that exits normally, is not a limit.
+    let mut o = exited(1, "");
+    o.stderr = V8_MESSAGE.to_vec();
+    assert_eq!(status_reason(&o), (Status::Error, Some("exit".into())));
+}
+
+/// A tool that prints V8's message itself and aborts far below its heap ceiling: the
+/// runner's evidence says it did not run out of memory.
+#[test]
+fn a_faked_heap_message_is_not_memory() {
+    let mut o = Outcome {
+        reports: vec![Report::Signaled { signal: 6 }],
+        stderr: V8_MESSAGE.to_vec(),
+        ..Default::default()
+    };
+    o.stats.mem_peak_bytes = 10 << 20;
+    let v = classify(&o, 1000, 128 << 20);
+    assert_eq!(
+        (v.status, v.reason.map(Reason::as_str), v.signal.as_deref()),
+        (Status::Error, Some("signal"), Some("SIGABRT"))
+    );
+    // Just under 80% of the ceiling is not enough either.
+    o.stats.mem_peak_bytes = (64 << 20) / 5 * 4 - 1;
+    assert_eq!(status_reason(&o), (Status::Error, Some("signal".into())));
+    // Nor is a high peak with another signal than V8's abort.
+    o.stats.mem_peak_bytes = 100 << 20;
+    o.reports = vec![Report::Signaled { signal: 9 }];
+    assert_eq!(status_reason(&o), (Status::Error, Some("signal".into())));
+}
+
+#[test]
+fn a_successful_tool_near_its_limit_is_still_ok() {
+    let mut o = exited(0, "{}");
+    o.stats.memory_limit_hit = true;
+    o.stats.pids_limit_hit = true;
+    assert_eq!(status_reason(&o).0, Status::Ok);
+}
+
+#[test]
+fn pids() {
+    let mut o = exited(1, "");
+    o.stats.pids_limit_hit = true;
+    assert_eq!(status_reason(&o), (Status::Limit, Some("pids".into())));
+}
+
+#[test]
+fn setup_failure_is_internal_and_nothing_ran() {
+    let o = Outcome {
+        reports: vec![
+            Report::SetupFailed {
+                step: "landlock".into(),
+                error: "not fully enforced".into(),
+            },
+            Report::Exited { code: 127 },
+        ],
+        ..Default::default()
+    };
+    let v = classify(&o, 1, 1);
+    assert_eq!(v.status, Status::Internal);
+    assert!(v.message.unwrap().contains("landlock"));
+}
+
+#[test]
+fn no_report_is_internal() {
+    let o = Outcome::default();
+    assert_eq!(status_reason(&o).0, Status::Internal);
+}
