@@ -285,9 +285,14 @@ pub fn is_node_hardening_flag(arg: &str) -> bool {
     .any(|flag| arg == *flag || arg.starts_with(&format!("{flag}=")))
 }
 
-/// The pure transformation; an error only when the job's net mode has no seccomp
-/// program (the policy did not compile for it).
+/// The pure transformation; an error when the job's net mode has no seccomp program (the
+/// policy did not compile for it), or when a build without the `test-hooks` feature is
+/// asked to inject a fault or leave a layer out (the configuration refuses that first; the
+/// plan refuses it again, so no path around the configuration runs a job with less).
 pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
+    if let Some(problem) = crate::fault::hooks_problem(inputs.fault, &[], inputs.omit) {
+        return Err(problem);
+    }
     let PlanInputs {
         job,
         runtime: rt,

@@ -68,6 +68,10 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
 }
 
 fn plan_without(omit: &[Layer]) -> Plan {
+    try_plan_without(omit).expect("a plan")
+}
+
+fn try_plan_without(omit: &[Layer]) -> Result<Plan, String> {
     let filters = CompiledFilters::default();
     let files = [("tools/t.js".to_string(), b"1".to_vec())];
     build(PlanInputs {
@@ -85,7 +89,23 @@ fn plan_without(omit: &[Layer]) -> Plan {
         node_hardening: true,
         omit,
     })
-    .expect("a plan")
+}
+
+/// The plan itself refuses a left-out layer unless the build has the test hooks: a path
+/// around the configuration's check still runs no job with less.
+#[test]
+fn only_a_test_build_plans_a_job_with_a_layer_left_out() {
+    let r = try_plan_without(&[Layer::Landlock]);
+    if crate::fault::HOOKS {
+        assert!(r.is_ok_and(|p| p.omits(Layer::Landlock)));
+    } else {
+        let e = r.err().unwrap_or_default();
+        assert!(e.contains("runner.omit_layers"), "{e}");
+    }
+    assert!(
+        try_plan_without(&[]).is_ok(),
+        "a plan in real use, in every build"
+    );
 }
 
 #[test]
@@ -95,6 +115,10 @@ fn a_plan_in_real_use_leaves_nothing_out() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a left-out layer needs --features test-hooks"
+)]
 fn no_mount_namespace_means_no_root_and_no_root_means_no_preload() {
     assert_eq!(
         with_implied(&[Layer::MountNamespace]),
@@ -133,6 +157,10 @@ fn no_mount_namespace_means_no_root_and_no_root_means_no_preload() {
 }
 
 #[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a left-out layer needs --features test-hooks"
+)]
 fn node_permission_and_the_preload_are_left_out_one_at_a_time() {
     let p = plan_without(&[Layer::NodePermission]);
     assert_eq!(
@@ -203,13 +231,14 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         uid: 2_100_000_007,
         egress_ports: &[],
         existing: &|_| true,
-        fault: Some(Fault::Landlock),
+        // A fault only where the build honours one (the plan refuses it otherwise).
+        fault: crate::fault::HOOKS.then_some(Fault::Landlock),
         node_hardening: true,
         omit: &[],
     };
     let p = build(inputs(&public_job)).expect("a plan");
     assert_eq!(p.seccomp, public);
-    assert_eq!(p.fault, Some(Fault::Landlock));
+    assert_eq!(p.fault, crate::fault::HOOKS.then_some(Fault::Landlock));
     let e = build(inputs(&ovo_job)).expect_err("no program for the mode");
     assert!(e.contains("openvibe-only"), "{e}");
 }
