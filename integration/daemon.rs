@@ -8,9 +8,9 @@
 use crate::common::*;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
+use openvibe_skill_runner::cli::skill::{job_from_skill, RunRequest};
 use openvibe_skill_runner::daemon::journal::{Entry, Journal};
 use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
-use openvibe_skill_runner::skill::{job_from_skill, RunRequest};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

@@ -325,7 +325,7 @@ fn fixture_network_and_peers_work_without_the_runner() {
     let net = EgressNet::new("egress-fixture");
 
     for skill in [SKILL, HOSTILE] {
-        openvibe_skill_runner::skill::load_manifest(&repo().join("test-skills").join(skill))
+        openvibe_skill_runner::cli::skill::load_manifest(&repo().join("test-skills").join(skill))
             .unwrap_or_else(|e| panic!("{skill}: {e}"));
     }
     let policy = std::fs::read_to_string(net.dir.path().join("policies/egress.toml"))

@@ -4,6 +4,7 @@
 pub mod assets;
 pub mod bpf;
 pub mod cancel;
+pub mod cli;
 pub mod config;
 pub mod daemon;
 pub mod doctor;
@@ -19,7 +20,6 @@ mod module_graph;
 pub mod plan;
 pub mod runtime;
 pub mod sandbox;
-pub mod skill;
 pub mod supervise;
 #[cfg(test)]
 mod test_skips;

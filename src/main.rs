@@ -1,10 +1,11 @@
 use clap::{Parser, Subcommand};
 use openvibe_skill_runner::cancel::Cancel;
+use openvibe_skill_runner::cli::skill;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
 use openvibe_skill_runner::job::{JobResult, Net};
 use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
-use openvibe_skill_runner::{doctor, sandbox, skill};
+use openvibe_skill_runner::{doctor, sandbox};
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
