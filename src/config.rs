@@ -2,6 +2,8 @@
 //! is a valid configuration with skills off.
 
 use serde::Deserialize;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 
 pub const DEFAULT_CONFIG_PATH: &str = "/etc/openvibe-skill-runner/config.toml";
@@ -87,9 +89,10 @@ pub struct RunnerConfig {
     #[serde(default)]
     pub queue_len: usize,
     /// The DNS servers the egress proxy asks for the names jobs may reach ("IP" or
-    /// "IP:port"); empty means the host's `/etc/resolv.conf`.
+    /// "IP:port", read into addresses when the file is loaded); empty means the host's
+    /// `/etc/resolv.conf`.
     #[serde(default)]
-    pub dns_servers: Vec<String>,
+    pub dns_servers: Vec<DnsServer>,
     /// The Media service (`GET <media_url>/<media_id>`); unset means no fetch.
     #[serde(default)]
     pub media_url: Option<String>,
@@ -212,6 +215,39 @@ impl Default for RunnerConfig {
     }
 }
 
+/// One `runner.dns_servers` entry, an address from the moment the file is read: `IP`
+/// (port 53) or `IP:port` (`[v6]:port`). A name or a typo is refused when the configuration
+/// loads, with the key and an example.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct DnsServer(pub SocketAddr);
+
+impl TryFrom<String> for DnsServer {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<DnsServer, String> {
+        DnsServer::parse(&text)
+    }
+}
+
+impl DnsServer {
+    pub fn parse(text: &str) -> Result<DnsServer, String> {
+        let text = text.trim();
+        if let Ok(ip) = text.parse::<IpAddr>() {
+            return Ok(DnsServer(SocketAddr::new(ip, 53)));
+        }
+        text.parse::<SocketAddr>().map(DnsServer).map_err(|_| {
+            format!("runner.dns_servers: {text:?} is not an IP address or IP:port (e.g. \"192.0.2.53\" or \"[2001:db8::53]:53\")")
+        })
+    }
+}
+
+impl fmt::Display for DnsServer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 impl Config {
     /// Reads the file; a missing file at the default path is the default configuration,
     /// a missing file that was named explicitly is an error.
@@ -292,6 +328,34 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dns_servers_are_addresses_from_the_moment_the_file_is_read() {
+        let c = Config::parse(
+            "[runner]\ndns_servers = [\"192.0.2.53\", \" 192.0.2.53:5353 \", \"2001:db8::53\", \"[2001:db8::53]:54\"]\n",
+        )
+        .unwrap();
+        let want: Vec<SocketAddr> = [
+            "192.0.2.53:53",
+            "192.0.2.53:5353",
+            "[2001:db8::53]:53",
+            "[2001:db8::53]:54",
+        ]
+        .iter()
+        .map(|a| a.parse().unwrap())
+        .collect();
+        let got: Vec<SocketAddr> = c.runner.dns_servers.iter().map(|d| d.0).collect();
+        assert_eq!(got, want);
+        for bad in ["", "dns.example", "192.0.2.53:", "1.2.3.4:99999"] {
+            let e = Config::parse(&format!("[runner]\ndns_servers = [{bad:?}]\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("runner.dns_servers") && e.contains(bad.trim()),
+                "{bad:?}: {e}"
+            );
+        }
+    }
 
     #[test]
     fn empty_file_is_default_and_off() {

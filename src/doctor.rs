@@ -255,7 +255,13 @@ fn egress_check(config: &Config) -> Check {
     let upstream = if config.runner.dns_servers.is_empty() {
         "the host's /etc/resolv.conf".to_string()
     } else {
-        config.runner.dns_servers.join(", ")
+        config
+            .runner
+            .dns_servers
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     check(
         "egress",

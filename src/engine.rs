@@ -151,9 +151,6 @@ impl Engine {
             EgressPolicy::from_toml_str(text)
                 .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
         })?;
-        for server in &config.runner.dns_servers {
-            crate::egress::resolver::parse_dns_server(server).map_err(layer)?;
-        }
         let egress = Egress::new(egress_policy, &config.runner.dns_servers);
         if let Some(problem) = egress.problem() {
             tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
@@ -283,7 +280,7 @@ impl Engine {
             },
             None => inputs::Fetched::new(),
         };
-        let files = match inputs::resolve(&job, &self.cache, &fetched) {
+        let files = match inputs::gather(&job, &self.cache, &fetched) {
             Ok(f) => f,
             Err(e) => return self.input_failure(&job, e),
         };

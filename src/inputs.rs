@@ -224,9 +224,11 @@ pub fn verify(input: &ValidInput, bytes: &[u8]) -> Result<(), InputError> {
     Ok(())
 }
 
-/// New bytes (carried by the job or fetched for it) go into the cache only after every
-/// input passed, so a job that ends `integrity` or `rejected` leaves nothing there.
-pub fn resolve(
+/// The bytes of each of the job's inputs (carried, cached or fetched), each verified against
+/// its sha256 and checked. New bytes (carried by the job or fetched for it) go into the
+/// cache only after every input passed, so a job that ends `integrity` or `rejected` leaves
+/// nothing there.
+pub fn gather(
     job: &ValidJob,
     cache: &Cache,
     fetched: &Fetched,
@@ -468,7 +470,7 @@ mod tests {
             input("data.txt", &good, &good),
             input("t.js", b"1", b"2"),
         ]);
-        let e = resolve(&bad, &cache, &Fetched::new()).unwrap_err();
+        let e = gather(&bad, &cache, &Fetched::new()).unwrap_err();
         assert!(matches!(e, InputError::Mismatch { .. }), "{e}");
         // Bytes fetched from Media for a job that then fails are not kept either.
         let fetched_bytes = b"fetched".to_vec();
@@ -480,7 +482,7 @@ mod tests {
             "sha256": hex::encode(sha256(&fetched_bytes)),
         });
         let bad = job(vec![from_media.clone(), input("t.js", b"1", b"2")]);
-        let _ = resolve(&bad, &cache, &fetched).unwrap_err();
+        let _ = gather(&bad, &cache, &fetched).unwrap_err();
         let left = std::fs::read_dir(tmp.path().join("cache")).map_or(0, |d| d.count());
         assert_eq!(left, 0, "nothing of a job that ends integrity is cached");
         // A job whose inputs all pass keeps them.
@@ -489,7 +491,7 @@ mod tests {
             from_media,
             input("t.js", b"1", b"1"),
         ]);
-        resolve(&ok, &cache, &fetched).unwrap();
+        gather(&ok, &cache, &fetched).unwrap();
         assert_eq!(cache.get(&sha256(&good)).unwrap(), good);
         assert_eq!(cache.get(&sha256(&fetched_bytes)).unwrap(), fetched_bytes);
         assert_eq!(cache.get(&sha256(b"1")).unwrap(), b"1");

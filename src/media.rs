@@ -276,7 +276,7 @@ mod tests {
             cache.get(&sha256(GOOD)).is_none(),
             "not cached before resolve"
         );
-        crate::inputs::resolve(&job, &cache, &fetched).unwrap();
+        crate::inputs::gather(&job, &cache, &fetched).unwrap();
         assert_eq!(cache.get(&sha256(GOOD)).unwrap(), GOOD);
         // Cached now: no second request is needed (a dead server would do).
         let dead = Media::new("http://127.0.0.1:9/", Duration::from_millis(300), 1 << 20).unwrap();

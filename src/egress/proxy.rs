@@ -35,7 +35,7 @@
 
 use std::collections::HashMap;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,23 +44,23 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use ipnet::IpNet;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::decide::{self, Attempt, Context, Decision, RefusalCode, Target};
+use super::decide::Context;
 use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::http::{self, Activity, Judge, Refused};
 use super::policy::EgressPolicy;
-use super::record::{Flow, LookupOutcome, Recorder};
+use super::record::{LookupOutcome, Recorder};
 use super::resolver::{Built, Upstream, HOST_RESOLV_CONF};
-use super::sniff::{self, Sniff, MAX_HEAD};
+use crate::config::DnsServer;
 use crate::job::{EgressRecord, Net};
 use crate::sandbox::netns;
+use connection::serve_proxy;
 use hickory_resolver::TokioResolver;
-use listen::{accept_loop, serve_dns_tcp, serve_dns_udp};
+use listen::{serve_dns_tcp, serve_dns_udp};
 
 /// Proxied connections one job may have open at once.
 pub const MAX_CONNECTIONS: usize = 64;
@@ -97,7 +97,7 @@ pub struct Egress {
 
 /// Why a job's egress could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum StartError {
+pub enum JobEgressError {
     #[error("{0}")]
     Resolver(String),
     #[error(transparent)]
@@ -112,13 +112,15 @@ impl Egress {
     /// With `dns_servers` the resolver is built now; without, from the host's resolv.conf,
     /// now and again whenever that file changes. If it cannot be built, jobs that need egress
     /// end `internal` with the reason and `deny` jobs still run.
-    pub fn new(policy: EgressPolicy, dns_servers: &[String]) -> Egress {
+    pub fn new(policy: EgressPolicy, dns_servers: &[DnsServer]) -> Egress {
         if dns_servers.is_empty() {
             Egress::with_resolv_conf(policy, Path::new(HOST_RESOLV_CONF))
         } else {
             Egress {
                 policy: Arc::new(policy),
-                upstream: Upstream::fixed(dns_servers),
+                upstream: Upstream::fixed(
+                    &dns_servers.iter().map(|d| d.0).collect::<Vec<SocketAddr>>(),
+                ),
             }
         }
     }
@@ -149,18 +151,18 @@ impl Egress {
 
     /// Creates one job's network namespace and starts serving it. The clock of the job's
     /// egress budgets starts now.
-    pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, StartError> {
-        let resolver = self.resolver().map_err(StartError::Resolver)?;
-        let own = super::host_networks::own_networks().map_err(StartError::OwnAddresses)?;
+    pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, JobEgressError> {
+        let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
+        let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
             .await
-            .map_err(|e| StartError::Serve(io::Error::other(e.to_string())))??;
+            .map_err(|e| JobEgressError::Serve(io::Error::other(e.to_string())))??;
         let recorder = Recorder::new(self.policy.budgets);
         let stop = CancellationToken::new();
         let closing = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let job = Arc::new(JobState {
+        let job = Arc::new(ServedJob {
             job_id: job_id.to_string(),
             net,
             policy: self.policy.clone(),
@@ -176,10 +178,10 @@ impl Egress {
             names: Mutex::new(HashMap::new()),
             open: Mutex::new(OpenConnections::default()),
         });
-        let http = TcpListener::from_std(ns.http).map_err(StartError::Serve)?;
-        let https = TcpListener::from_std(ns.https).map_err(StartError::Serve)?;
-        let dns_udp = UdpSocket::from_std(ns.dns_udp).map_err(StartError::Serve)?;
-        let dns_tcp = TcpListener::from_std(ns.dns_tcp).map_err(StartError::Serve)?;
+        let http = TcpListener::from_std(ns.http).map_err(JobEgressError::Serve)?;
+        let https = TcpListener::from_std(ns.https).map_err(JobEgressError::Serve)?;
+        let dns_udp = UdpSocket::from_std(ns.dns_udp).map_err(JobEgressError::Serve)?;
+        let dns_tcp = TcpListener::from_std(ns.dns_tcp).map_err(JobEgressError::Serve)?;
         tracker.spawn(serve_proxy(job.clone(), http, 80));
         tracker.spawn(serve_proxy(job.clone(), https, 443));
         tracker.spawn(serve_dns_udp(job.clone(), dns_udp));
@@ -235,7 +237,7 @@ impl Drop for JobEgress {
     }
 }
 
-struct JobState {
+struct ServedJob {
     job_id: String,
     net: Net,
     policy: Arc<EgressPolicy>,
@@ -272,7 +274,7 @@ struct OpenConnection {
 
 /// Takes a connection off the job's open list when its task ends.
 struct Registered<'a> {
-    job: &'a JobState,
+    job: &'a ServedJob,
     id: u64,
 }
 
@@ -282,7 +284,7 @@ impl Drop for Registered<'_> {
     }
 }
 
-impl Judge for JobState {
+impl Judge for ServedJob {
     fn judge(&self, net: Net, dest: SocketAddr, sniffed: Option<&str>) -> Result<(), Refused> {
         http::judge_with(&self.context(), net, dest, sniffed)
     }
@@ -293,7 +295,7 @@ impl Judge for JobState {
     }
 }
 
-impl JobState {
+impl ServedJob {
     fn context(&self) -> Context<'_> {
         Context {
             policy: &self.policy,
@@ -415,7 +417,10 @@ impl JobState {
                 }
             }
         };
-        let found = cell.get_or_init(|| resolve(self, name)).await.clone();
+        let found = cell
+            .get_or_init(|| connection::lookup(self, name))
+            .await
+            .clone();
         if found == Resolution::Failed {
             let mut names = self.lock_names();
             if names.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
@@ -426,300 +431,7 @@ impl JobState {
     }
 }
 
-async fn serve_proxy(job: Arc<JobState>, listener: TcpListener, port: u16) {
-    accept_loop(job, listener, |job, conn| async move {
-        accept_one(&job, conn, port).await
-    })
-    .await
-}
-
-async fn accept_one(job: &Arc<JobState>, conn: TcpStream, port: u16) {
-    let dest = match conn.local_addr() {
-        Ok(a) => SocketAddr::new(a.ip().to_canonical(), a.port()),
-        Err(_) => return,
-    };
-    let j = job.clone();
-    job.tracker.spawn(async move {
-        let Some(permit) = admit(&j).await else {
-            let host = decide::record_host(&j.context(), dest);
-            let why = format!("more than {MAX_CONNECTIONS} connections at once, none of them idle");
-            refuse(&j, conn, &host, port, RefusalCode::ConnectionCap, &why).await;
-            return;
-        };
-        let (activity, close, _open) = j.register(port);
-        tokio::select! {
-            _ = j.stop.cancelled() => {}
-            _ = close.cancelled() => {}
-            _ = proxy_connection(&j, conn, dest, &activity) => {}
-        }
-        drop(permit);
-    });
-}
-
-/// A place among the job's [`MAX_CONNECTIONS`]: at once when one is free, else after closing
-/// the connection idle longest (a client's pool keeps connections it no longer uses; closing
-/// one is what any server does); `None` when every connection is in use.
-async fn admit(job: &JobState) -> Option<tokio::sync::OwnedSemaphorePermit> {
-    if let Ok(permit) = job.connections.clone().try_acquire_owned() {
-        return Some(permit);
-    }
-    let deadline = tokio::time::Instant::now() + ADMIT_TIME;
-    while job.close_idlest() {
-        let wait = tokio::time::timeout_at(deadline, job.connections.clone().acquire_owned());
-        match wait.await {
-            Ok(Ok(permit)) => return Some(permit),
-            Ok(Err(_)) => return None,
-            // The one closed was taken by another new connection: close the next.
-            Err(_) if tokio::time::Instant::now() < deadline => continue,
-            Err(_) => return None,
-        }
-    }
-    None
-}
-
-/// Records a refusal, tells the tool why, and closes.
-async fn refuse(
-    job: &JobState,
-    mut conn: TcpStream,
-    host: &str,
-    port: u16,
-    code: RefusalCode,
-    why: &str,
-) {
-    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = code.as_str(), reason = %why, "egress: connection refused");
-    job.recorder.refused(host, port);
-    let reply = sniff::refusal_reply(port, code, why);
-    let _ = tokio::time::timeout(Duration::from_secs(1), async {
-        let _ = conn.write_all(&reply).await;
-        let _ = conn.shutdown().await;
-    })
-    .await;
-}
-
-/// Reads the first bytes until they say what the connection is for.
-async fn read_head(conn: &mut TcpStream, port: u16) -> (Vec<u8>, Sniff) {
-    let mut head = Vec::with_capacity(2048);
-    let mut chunk = vec![0u8; 4096];
-    let read = tokio::time::timeout(SNIFF_TIME, async {
-        loop {
-            let room = MAX_HEAD.saturating_sub(head.len()).min(chunk.len());
-            if room == 0 {
-                return sniff::sniff(port, &head);
-            }
-            match conn.read(&mut chunk[..room]).await {
-                Ok(0) | Err(_) => return Sniff::NeedMore,
-                Ok(n) => head.extend_from_slice(&chunk[..n]),
-            }
-            match sniff::sniff(port, &head) {
-                Sniff::NeedMore => continue,
-                s => return s,
-            }
-        }
-    })
-    .await;
-    let s = read.unwrap_or(Sniff::NeedMore);
-    (head, s)
-}
-
-async fn proxy_connection(
-    job: &Arc<JobState>,
-    mut conn: TcpStream,
-    dest: SocketAddr,
-    activity: &Arc<Activity>,
-) {
-    let port = dest.port();
-    let ctx = job.context();
-    let (head, sniffed) = read_head(&mut conn, port).await;
-    let sniffed = match sniffed {
-        Sniff::Name(n) => Some(n),
-        Sniff::NoName => None,
-        Sniff::Refused(e) => {
-            let host = decide::record_host(&ctx, dest);
-            let why = e.to_string();
-            return refuse(job, conn, &host, port, RefusalCode::BadRequest, &why).await;
-        }
-        Sniff::NeedMore => {
-            let host = decide::record_host(&ctx, dest);
-            let why = "no complete TLS ClientHello or HTTP request head arrived in time";
-            return refuse(job, conn, &host, port, RefusalCode::BadRequest, why).await;
-        }
-    };
-    let attempt = Attempt {
-        net: job.net,
-        dest,
-        sniffed: sniffed.as_deref(),
-    };
-    let resolved: Vec<IpAddr> = match decide::target(&ctx, &attempt) {
-        Err(reason) => {
-            let host = decide::record_host(&ctx, dest);
-            let why = reason.to_string();
-            return refuse(job, conn, &host, port, reason.code(), &why).await;
-        }
-        Ok(Target::Literal(_)) => Vec::new(),
-        Ok(Target::Name(name)) => match job.resolution(&name).await {
-            Resolution::Addresses(addrs) => addrs,
-            _ => Vec::new(),
-        },
-    };
-    match decide::decide(&ctx, &attempt, &resolved) {
-        Decision::Deny { host, reason } => {
-            let why = reason.to_string();
-            refuse(job, conn, &host, port, reason.code(), &why).await
-        }
-        Decision::Allow { connect_to, host } => {
-            let flow = match job.recorder.open(&host, port) {
-                Ok(f) => Arc::new(f),
-                Err(e) => {
-                    // `open` has recorded the refusal.
-                    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = RefusalCode::Budget.as_str(), reason = %e, "egress: connection refused");
-                    let reply = sniff::refusal_reply(port, RefusalCode::Budget, &e.to_string());
-                    let _ = conn.write_all(&reply).await;
-                    return;
-                }
-            };
-            tracing::info!(job_id = %job.job_id, %host, port, to = %connect_to, allowed = true, "egress: connection allowed");
-            let deadline = tokio::time::Instant::from_std(flow.deadline());
-            let served = tokio::time::timeout_at(deadline, async {
-                let upstream = match connect(connect_to, &flow).await {
-                    Ok(u) => u,
-                    Err(e) => {
-                        if port == 80 {
-                            let why = format!("cannot connect to {host}: {e}");
-                            let reply =
-                                sniff::refusal_reply(port, RefusalCode::UpstreamUnreachable, &why);
-                            let _ = conn.write_all(&reply).await;
-                        }
-                        return Err(e);
-                    }
-                };
-                if port == 80 {
-                    let judge: Arc<dyn Judge> = job.clone();
-                    let (net, flow) = (job.net, flow.clone());
-                    let conn_host = host.clone();
-                    http::serve(
-                        judge,
-                        net,
-                        dest,
-                        conn_host,
-                        conn,
-                        head,
-                        upstream,
-                        flow,
-                        activity.clone(),
-                    )
-                    .await
-                    .map_err(io::Error::other)
-                } else {
-                    forward(conn, upstream, &head, &flow, activity).await
-                }
-            })
-            .await;
-            let ended = match served {
-                Ok(r) => r,
-                Err(_) => Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    "the connection's egress time is over",
-                )),
-            };
-            if let Err(e) = ended {
-                tracing::info!(job_id = %job.job_id, %host, port, error = %e, "egress: connection ended");
-            }
-        }
-    }
-}
-
-/// One upstream lookup of `name` (A and AAAA, fully qualified, bounded by [`RESOLVE_TIME`]).
-async fn resolve(job: &JobState, name: &str) -> Resolution {
-    let fqdn = format!("{name}.");
-    match tokio::time::timeout(RESOLVE_TIME, job.resolver.lookup_ip(fqdn.as_str())).await {
-        Ok(Ok(lookup)) => {
-            let addrs: Vec<IpAddr> = lookup.iter().collect();
-            if addrs.is_empty() {
-                Resolution::NoRecords
-            } else {
-                Resolution::Addresses(addrs)
-            }
-        }
-        Ok(Err(e)) if e.is_nx_domain() => Resolution::NxDomain,
-        Ok(Err(e)) if e.is_no_records_found() => Resolution::NoRecords,
-        Ok(Err(e)) => {
-            tracing::info!(job_id = %job.job_id, host = %name, error = %e, "egress: upstream lookup failed");
-            Resolution::Failed
-        }
-        Err(_) => {
-            tracing::info!(job_id = %job.job_id, host = %name, "egress: upstream lookup timed out");
-            Resolution::Failed
-        }
-    }
-}
-
-/// Connects to exactly `to`, within the connection's time.
-async fn connect(to: SocketAddr, flow: &Flow) -> io::Result<TcpStream> {
-    let connect_time = CONNECT_TIME.min(flow.remaining());
-    let upstream = tokio::time::timeout(connect_time, TcpStream::connect(to))
-        .await
-        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "connecting upstream timed out"))??;
-    let _ = upstream.set_nodelay(true);
-    Ok(upstream)
-}
-
-/// Sends the head (a ClientHello) and copies both ways within the flow's budgets.
-async fn forward(
-    client: TcpStream,
-    mut upstream: TcpStream,
-    head: &[u8],
-    flow: &Flow,
-    activity: &Activity,
-) -> io::Result<()> {
-    let _ = client.set_nodelay(true);
-    let granted = flow.grant_out(head.len()).map_err(io::Error::other)?;
-    upstream.write_all(&head[..granted]).await?;
-    if granted < head.len() {
-        return Err(io::Error::other("the job's egress byte budget is spent"));
-    }
-    let (cr, cw) = client.into_split();
-    let (ur, uw) = upstream.into_split();
-    tokio::try_join!(
-        pump(cr, uw, flow, true, activity),
-        pump(ur, cw, flow, false, activity)
-    )
-    .map(|_| ())
-}
-
-/// Copies one direction until end of file, then half-closes the other side. What is inside
-/// TLS is not seen, so the tool's bytes mark the connection busy and the upstream's mark it
-/// idle from then on (a pooled connection's last bytes are its last response).
-async fn pump(
-    mut from: impl AsyncRead + Unpin,
-    mut to: impl AsyncWrite + Unpin,
-    flow: &Flow,
-    outbound: bool,
-    activity: &Activity,
-) -> io::Result<()> {
-    let mut buf = vec![0u8; COPY_BUF];
-    loop {
-        let n = from.read(&mut buf).await?;
-        if n == 0 {
-            let _ = to.shutdown().await;
-            return Ok(());
-        }
-        let granted = if outbound {
-            activity.busy();
-            flow.grant_out(n)
-        } else {
-            flow.grant_in(n)
-        }
-        .map_err(io::Error::other)?;
-        to.write_all(&buf[..granted]).await?;
-        if !outbound {
-            activity.idle();
-        }
-        if granted < n {
-            return Err(io::Error::other("the job's egress byte budget is spent"));
-        }
-    }
-}
-
+mod connection;
 mod listen;
 
 #[cfg(test)]

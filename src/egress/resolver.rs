@@ -7,7 +7,7 @@ use hickory_resolver::config::{
 };
 use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::TokioResolver;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -33,7 +33,7 @@ pub enum Upstream {
 
 impl Upstream {
     /// The servers of `runner.dns_servers`.
-    pub fn fixed(dns_servers: &[String]) -> Upstream {
+    pub fn fixed(dns_servers: &[SocketAddr]) -> Upstream {
         Upstream::Fixed(fixed_resolver(dns_servers).map(Arc::new))
     }
 
@@ -77,21 +77,9 @@ impl Upstream {
     }
 }
 
-/// Parses one `runner.dns_servers` entry: `IP` or `IP:port` (`[v6]:port`).
-pub fn parse_dns_server(text: &str) -> Result<SocketAddr, String> {
-    let text = text.trim();
-    if let Ok(ip) = text.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, 53));
-    }
-    text.parse::<SocketAddr>().map_err(|_| {
-        format!("runner.dns_servers: {text:?} is not an IP address or IP:port (e.g. \"192.0.2.53\" or \"[2001:db8::53]:53\")")
-    })
-}
-
-fn fixed_resolver(dns_servers: &[String]) -> Result<TokioResolver, String> {
+fn fixed_resolver(dns_servers: &[SocketAddr]) -> Result<TokioResolver, String> {
     let mut servers = Vec::new();
-    for text in dns_servers {
-        let addr = parse_dns_server(text)?;
+    for addr in dns_servers {
         let mut udp = ConnectionConfig::udp();
         udp.port = addr.port();
         let mut tcp = ConnectionConfig::tcp();
@@ -131,33 +119,4 @@ fn finish_resolver(config: ResolverConfig) -> Result<TokioResolver, String> {
     builder
         .build()
         .map_err(|e| format!("cannot set up the upstream DNS resolver: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn dns_server_entries() {
-        assert_eq!(
-            parse_dns_server("192.0.2.53").unwrap(),
-            "192.0.2.53:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server(" 192.0.2.53:5353 ").unwrap(),
-            "192.0.2.53:5353".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server("2001:db8::53").unwrap(),
-            "[2001:db8::53]:53".parse().unwrap()
-        );
-        assert_eq!(
-            parse_dns_server("[2001:db8::53]:54").unwrap(),
-            "[2001:db8::53]:54".parse().unwrap()
-        );
-        for bad in ["", "dns.example", "192.0.2.53:", "1.2.3.4:99999"] {
-            let e = parse_dns_server(bad).unwrap_err();
-            assert!(e.contains("runner.dns_servers"), "{e}");
-        }
-    }
 }

@@ -2,14 +2,14 @@
 //! queued), and the DNS responder's two transports, UDP and TCP, each query answered on a
 //! task of its own by the job's responder.
 
-use super::{JobState, ACCEPT_PAUSE, DNS_TCP_IDLE};
+use super::{ServedJob, ACCEPT_PAUSE, DNS_TCP_IDLE};
 use crate::egress::dns::{self, TcpFrame};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
-pub(super) async fn serve_dns_udp(job: Arc<JobState>, socket: UdpSocket) {
+pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
     let socket = Arc::new(socket);
     let mut buf = vec![0u8; 65_535];
     loop {
@@ -78,9 +78,9 @@ fn drain_queue(listener: &TcpListener) -> Vec<TcpStream> {
 /// Takes the listener's connections until the job ends (then what is still queued) and
 /// hands each to `handle`. After an accept error (descriptors exhausted, say) it waits a
 /// moment rather than spinning.
-pub(super) async fn accept_loop<F, Fut>(job: Arc<JobState>, listener: TcpListener, handle: F)
+pub(super) async fn accept_loop<F, Fut>(job: Arc<ServedJob>, listener: TcpListener, handle: F)
 where
-    F: Fn(Arc<JobState>, TcpStream) -> Fut,
+    F: Fn(Arc<ServedJob>, TcpStream) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
     loop {
@@ -104,7 +104,7 @@ where
     }
 }
 
-pub(super) async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
+pub(super) async fn serve_dns_tcp(job: Arc<ServedJob>, listener: TcpListener) {
     accept_loop(job, listener, |job, conn| async move {
         let Ok(permit) = job.connections.clone().try_acquire_owned() else {
             return;
@@ -121,7 +121,7 @@ pub(super) async fn serve_dns_tcp(job: Arc<JobState>, listener: TcpListener) {
     .await
 }
 
-async fn dns_tcp_connection(job: &JobState, mut conn: TcpStream) {
+async fn dns_tcp_connection(job: &ServedJob, mut conn: TcpStream) {
     let mut buf: Vec<u8> = Vec::new();
     let mut chunk = vec![0u8; 4096];
     loop {

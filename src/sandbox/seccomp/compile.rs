@@ -3,7 +3,7 @@
 //! seccompiler and joined into one program where [`join`] can.
 
 use super::join::{join, Filter};
-use super::policy::{applies_in, group_label, precedence, resolve, syscall_number};
+use super::policy::{applies_in, group_label, precedence, seccomp_action, syscall_number};
 use super::policy::{CmpOp, SyscallGroup, ValidPolicy};
 use super::SeccompError;
 use crate::bpf::{x32_guard, CompiledFilters, Instruction};
@@ -37,7 +37,7 @@ pub fn compile(policy: &ValidPolicy, net: Net) -> Result<CompiledFilters, Seccom
 /// The filters in installation order: one per non-allow action, then the allow list.
 pub(super) fn compile_filters(policy: &ValidPolicy, net: Net) -> Result<Vec<Filter>, SeccompError> {
     let arch = target_arch()?;
-    let default = resolve(policy.default_action, policy.default_errno_ret);
+    let default = seccomp_action(policy.default_action, policy.default_errno_ret);
     let mut allow = RuleSet::default();
     // Non-allow actions in order of first appearance: that is their installation order.
     let mut others: Vec<(SeccompAction, RuleSet)> = Vec::new();
@@ -45,7 +45,7 @@ pub(super) fn compile_filters(policy: &ValidPolicy, net: Net) -> Result<Vec<Filt
         if !applies_in(group, net) {
             continue;
         }
-        let action = resolve(group.action, group.errno_ret);
+        let action = seccomp_action(group.action, group.errno_ret);
         let rule = rule_of(group, index)?;
         // Same strictness as the default but another answer: without Allow from the allow
         // list, the tie would go to whichever filter is newer.

@@ -148,7 +148,7 @@ pub struct ValidPolicy(SeccompPolicy);
 impl ValidPolicy {
     /// Checks `policy`: names, errnos, args and conflicts.
     pub fn new(policy: SeccompPolicy) -> Result<ValidPolicy, SeccompError> {
-        validate(&policy)?;
+        check_policy(&policy)?;
         Ok(ValidPolicy(policy))
     }
 }
@@ -177,7 +177,7 @@ pub fn syscall_number(name: &str) -> Option<i64> {
         .copied()
 }
 
-pub(super) fn resolve(action: Action, errno: Option<u32>) -> SeccompAction {
+pub(super) fn seccomp_action(action: Action, errno: Option<u32>) -> SeccompAction {
     match action {
         Action::Allow => SeccompAction::Allow,
         Action::Errno => SeccompAction::Errno(errno.unwrap_or(EPERM)),
@@ -207,7 +207,7 @@ pub(super) fn group_label(index: usize, group: &SyscallGroup) -> String {
     }
 }
 
-fn validate(policy: &SeccompPolicy) -> Result<(), SeccompError> {
+fn check_policy(policy: &SeccompPolicy) -> Result<(), SeccompError> {
     let top = |problem: String| SeccompError::Invalid {
         location: "the policy".into(),
         problem,
@@ -230,7 +230,7 @@ fn validate(policy: &SeccompPolicy) -> Result<(), SeccompError> {
         "defaultErrnoRet",
     )
     .map_err(top)?;
-    let default = resolve(policy.default_action, policy.default_errno_ret);
+    let default = seccomp_action(policy.default_action, policy.default_errno_ret);
 
     for (index, group) in policy.syscalls.iter().enumerate() {
         let invalid = |problem: String| SeccompError::Invalid {
@@ -260,7 +260,7 @@ fn validate(policy: &SeccompPolicy) -> Result<(), SeccompError> {
         for arg in &group.args {
             check_arg(arg).map_err(invalid)?;
         }
-        let action = resolve(group.action, group.errno_ret);
+        let action = seccomp_action(group.action, group.errno_ret);
         if !matches!(action, SeccompAction::Allow | SeccompAction::Log)
             && precedence(&action) > precedence(&default)
         {
@@ -320,7 +320,7 @@ fn check_conflicts(policy: &SeccompPolicy) -> Result<(), SeccompError> {
         .iter()
         .enumerate()
         .filter(|(_, g)| g.args.is_empty() && g.action != Action::Log)
-        .map(|(i, g)| (i, g, resolve(g.action, g.errno_ret)))
+        .map(|(i, g)| (i, g, seccomp_action(g.action, g.errno_ret)))
         .collect();
     for (n, (i, a, action_a)) in unconditional.iter().enumerate() {
         for (j, b, action_b) in &unconditional[n + 1..] {
