@@ -185,6 +185,28 @@ fn run_input_reaches_the_tool_as_written() {
         "{out:?}"
     );
 
+    // An input over the runner's bound (`runner.max_input_json_bytes`) is the same
+    // `rejected`/`invalid_job` a dispatched job gets: `run` shares the rule; nothing runs.
+    let cap = openvibe_skill_runner::job::INPUT_JSON_DEFAULT_CAP;
+    let big = state.path().join("big-input.json");
+    std::fs::write(&big, format!("{{\"s\":\"{}\"}}", "x".repeat(cap))).expect("input file");
+    let out = run(&format!("@{}", big.display()));
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a result");
+    assert_eq!(
+        (r["status"].as_str(), r["reason"].as_str()),
+        (Some("rejected"), Some("invalid_job")),
+        "{r}"
+    );
+    assert!(
+        r["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("args.input is")),
+        "{r}"
+    );
+    assert_eq!(r["wall_ms"], 0, "nothing ran: {r}");
+    std::fs::remove_file(&big).expect("remove the input file");
+
     // A key twice is a usage error that says which key and where; nothing runs.
     let out = run(r#"{"a":{"k":1,"k":2}}"#);
     assert_eq!(out.status.code(), Some(2), "{out:?}");

@@ -111,8 +111,20 @@ pub fn ran(r: &JobResult) -> bool {
     ) && r.wall_ms > 0
 }
 
-/// What is wrong with a body's `job_id`, without echoing it.
-pub fn bad_job_id(v: Option<&serde_json::Value>) -> String {
+/// What is wrong with a body's `job_id`, without echoing it. `unreadable` is why the
+/// body's fields could not be read at all (a key given twice, a field of the wrong kind):
+/// then even a well-formed `job_id` cannot be trusted to be the one the sender meant.
+pub fn bad_job_id(v: Option<&serde_json::Value>, unreadable: Option<&str>) -> String {
+    if let Some(serde_json::Value::String(s)) = v {
+        if crate::job::valid_job_id(s) {
+            return format!(
+                "the job's fields cannot be read ({}), so not even its job_id can be trusted \
+                 to be the one meant, and nothing is recorded under it; send the job again \
+                 with each key once and each field of its kind",
+                unreadable.unwrap_or("they do not form a job")
+            );
+        }
+    }
     let what = match v {
         None => "there is no job_id".to_string(),
         Some(serde_json::Value::String(s)) => format!(

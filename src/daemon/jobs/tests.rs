@@ -337,6 +337,23 @@ async fn an_off_runner_turns_jobs_away_and_a_bad_one_is_its_rule() {
         d.jobs.submit(b"{\"job_id\": 5}").await,
         Submitted::BadRequest("bad_job_id", _)
     ));
+    // A well-formed id beside a key given twice: the 400 names the unreadable fields, not
+    // the id (which is not echoed either).
+    match d
+        .jobs
+        .submit(b"{\"job_id\": \"dup-key-job\", \"net\": \"deny\", \"net\": \"public\"}")
+        .await
+    {
+        Submitted::BadRequest("bad_job_id", why) => {
+            assert!(
+                why.contains("cannot be read") && why.contains("duplicate"),
+                "{why}"
+            );
+            assert!(!why.contains("dup-key-job"), "{why}");
+            assert!(!why.contains("characters that is not"), "{why}");
+        }
+        _ => panic!("expected a 400 bad_job_id"),
+    }
     assert!(matches!(
         d.jobs.submit(b"[1]").await,
         Submitted::BadRequest("bad_json", _)
