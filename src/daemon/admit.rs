@@ -112,8 +112,8 @@ pub fn ran(r: &JobResult) -> bool {
 }
 
 /// What is wrong with a body's `job_id`, without echoing it. `unreadable` is why the
-/// body's fields could not be read at all (a key given twice, a field of the wrong kind):
-/// then even a well-formed `job_id` cannot be trusted to be the one the sender meant.
+/// body's top-level fields could not be read (a key given twice there): then even a
+/// well-formed `job_id` cannot be trusted to be the one the sender meant.
 pub fn bad_job_id(v: Option<&serde_json::Value>, unreadable: Option<&str>) -> String {
     if let Some(serde_json::Value::String(s)) = v {
         if crate::job::valid_job_id(s) {
