@@ -106,14 +106,27 @@ pub struct State {
     pub dir: tempfile::TempDir,
 }
 
+/// The runner's record of the runtime it inspected (`<state>/runtime.json`: Node's version,
+/// sha256 and libraries, keyed by the binary's inode, size and times), as the first test of
+/// this process that ran a job left it. Every later state directory starts with it, as a
+/// Link's state directory does after its first job, so the suite does not hash the 120 MB
+/// Node again for each fresh directory (minutes under the VM matrix's emulation). The
+/// runner still checks the record's key against the binary, and no test here is about the
+/// record itself.
+static RUNTIME_RECORD: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+const RUNTIME_RECORD_FILE: &str = "runtime.json";
+
 impl State {
     pub fn new() -> State {
-        State {
-            dir: tempfile::Builder::new()
-                .prefix("ovsr-test-")
-                .tempdir()
-                .expect("temp dir"),
+        let dir = tempfile::Builder::new()
+            .prefix("ovsr-test-")
+            .tempdir()
+            .expect("temp dir");
+        if let Some(record) = RUNTIME_RECORD.get() {
+            std::fs::write(dir.path().join(RUNTIME_RECORD_FILE), record)
+                .expect("seed the runtime record");
         }
+        State { dir }
     }
 
     pub fn path(&self) -> &Path {
@@ -188,6 +201,7 @@ impl State {
 
     /// Nothing of a finished job remains: no job directory, no mount under the state dir.
     pub fn assert_clean(&self) {
+        self.keep_runtime_record();
         let jobs = self.path().join("jobs");
         if jobs.exists() {
             let left: Vec<_> = std::fs::read_dir(&jobs)
@@ -203,6 +217,23 @@ impl State {
             !mounts.contains(&me),
             "a mount under the state directory is left on the host"
         );
+    }
+}
+
+impl State {
+    /// Keeps this directory's runtime record for the state directories made after it.
+    fn keep_runtime_record(&self) {
+        if RUNTIME_RECORD.get().is_none() {
+            if let Ok(record) = std::fs::read(self.path().join(RUNTIME_RECORD_FILE)) {
+                let _ = RUNTIME_RECORD.set(record);
+            }
+        }
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        self.keep_runtime_record();
     }
 }
 
