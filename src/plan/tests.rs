@@ -1,6 +1,7 @@
 //! Unit tests of `src/plan.rs`: every decision about a job's sandbox, checked on the plan.
 
 use super::*;
+use crate::bpf::Instruction;
 use crate::job::{Bounds, Job};
 
 fn job(mem: u64) -> ValidJob {
