@@ -186,6 +186,42 @@ mod tests {
         );
     }
 
+    /// A plan for a newer ABI than the running kernel's, or for none, or handling no right,
+    /// is refused before any ruleset is made (so this test restricts nothing of its own
+    /// process): a job never runs under less than its plan.
+    #[test]
+    fn a_plan_the_kernel_cannot_hold_is_refused_before_anything_is_restricted() {
+        let kernel = kernel_abi();
+        let plan = |abi: u8, handled_fs: Vec<FsAccess>| LandlockPlan {
+            abi,
+            handled_fs,
+            handled_net: vec![],
+            scopes: vec![],
+            paths: vec![],
+            connect_tcp: vec![],
+        };
+        let above = u8::try_from(kernel + 1).unwrap_or(u8::MAX);
+        for abi in [above, 0] {
+            let e = apply(&plan(abi, ruleset::handled_fs(1)))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            let expected = if kernel < 1 {
+                "not available"
+            } else {
+                "this kernel has ABI"
+            };
+            assert!(e.contains(expected), "ABI {abi} on {kernel}: {e}");
+        }
+        if kernel >= 1 {
+            let e = apply(&plan(1, vec![]))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(e.contains("handles no filesystem right"), "{e}");
+        }
+    }
+
     #[test]
     fn features_follow_the_plans_abi() {
         assert!(features(0).is_empty());
