@@ -38,6 +38,8 @@ pub struct Engine {
     self_exe: PathBuf,
     bounds: Bounds,
     seq: AtomicU64,
+    /// The kernel's landlock ABI, detected once at start; each job's plan targets it.
+    landlock_abi: i32,
     /// Test only ([`Engine::without_node_hardening`]): Node's own hardening flags are left out.
     compromised_node: bool,
 }
@@ -185,6 +187,7 @@ impl Engine {
             self_exe,
             bounds,
             seq: AtomicU64::new(0),
+            landlock_abi: layers.landlock_abi,
             compromised_node: false,
         })
     }
@@ -357,6 +360,7 @@ impl Engine {
             uid,
             egress_ports: &self.egress.policy().ports,
             existing: &|p: &Path| p.exists(),
+            landlock_abi: self.landlock_abi,
             fault: self.config.runner.fault_inject,
             node_hardening: !self.compromised_node,
             omit,
@@ -377,7 +381,7 @@ impl Engine {
         };
         // A job with egress gets the namespace the runner serves; it is made last, right
         // before the tool starts, so the egress clock starts with the job.
-        let egress: Option<JobEgress> = if !plan.join_netns {
+        let egress: Option<JobEgress> = if plan.join_netns.is_none() {
             None
         } else {
             match self.egress.start(&job.job_id, job.net).await {

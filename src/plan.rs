@@ -1,9 +1,15 @@
 //! Job -> Plan: every decision about the sandbox of one job, made in pure code.
 //!
 //! The init stage (`sandbox::init`) applies a plan with nothing left to decide: which
-//! files appear in the job's root, which landlock rights, which seccomp programs, which
-//! uid, which Node flags. Tests check the plan, not the kernel.
+//! namespaces, which files appear in the job's root, which landlock rights at which ABI
+//! (`ruleset`), which seccomp programs, which uid, which Node flags; a layer the layer
+//! matrix leaves out is a step the plan does not have, and an injected fault is the step's
+//! input corrupted in the plan ([`inject`]). Tests check the plan, not the kernel.
 
+mod faults;
+pub mod ruleset;
+
+pub use self::faults::{inject, refused_seccomp_program, NGROUPS_MAX};
 use crate::bpf::CompiledFilters;
 use crate::fault::{Fault, Layer};
 use crate::job::{Net, ValidJob};
@@ -51,6 +57,11 @@ pub const HOST_OPENSSL_CONF: &str = "/etc/ssl/openssl.cnf";
 pub const OMITTED_MEM_BYTES: u64 = 4 * 1024 * MIB;
 /// The pids cgroup's limit when the layer matrix leaves it out (`Layer::PidsLimit`).
 pub const OMITTED_PIDS_MAX: u64 = 16_384;
+/// The descriptor the init stage writes its reports to (set up by the runner).
+pub const REPORT_FD: i32 = 3;
+/// The descriptor of the network namespace the runner made and serves for a job with
+/// egress (set up by the runner).
+pub const NETNS_FD: i32 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MountStep {
@@ -88,18 +99,55 @@ mod base64_bytes {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LandlockPlan {
-    /// Files that may be read (paths inside the sandbox).
-    pub read_files: Vec<PathBuf>,
-    /// Directories whose whole tree may be read.
-    pub read_dirs: Vec<PathBuf>,
-    /// Files that may be executed: Node and its loader, nothing else.
-    pub exec_files: Vec<PathBuf>,
-    /// Device files that may be written (only /dev/null).
-    pub write_files: Vec<PathBuf>,
-    /// TCP ports the job may connect to (empty: none; handled on every ABI that has it).
-    pub connect_tcp: Vec<u16>,
+pub use self::ruleset::{FsAccess, LandlockPlan, NetAccess, PathRule, Scope};
+
+/// How far the init stage builds the job's root (its steps 2 to 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RootSteps {
+    /// Every job in real use: the mounts made private, a tmpfs of `root_bytes` on `root`,
+    /// the files written into it, `mounts` applied, `pivot_root` into it, the host's tree
+    /// detached, the root sealed read-only.
+    Enter,
+    /// The private tmpfs and the files in it, nothing more: the job sees the host's tree
+    /// (the layer matrix leaves [`Layer::Root`] out).
+    TmpfsOnly,
+    /// Nothing mounted (no mount namespace of its own: never mount in the host's): the
+    /// files are written into the host's folder `root` (the layer matrix leaves
+    /// [`Layer::MountNamespace`] out).
+    FilesOnly,
+}
+
+impl RootSteps {
+    /// Whether the init stage mounts anything (only ever in the job's mount namespace).
+    pub fn mounts(self) -> bool {
+        self != RootSteps::FilesOnly
+    }
+}
+
+/// Step 8: the identity the job takes after every capability is dropped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Privileges {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups: none.
+    pub groups: Vec<u32>,
+}
+
+/// Step 11a: what the init stage does with the exec gate's socket ([`NETNS_FD`]'s
+/// neighbour, `sandbox::exec_gate::GATE_FD`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExecGateStep {
+    /// Every job in real use: install the gate's filter, hand its listener to the runner,
+    /// close the socket.
+    HandOver,
+    /// No gate: close the socket; the runner's gate thread sees it close and answers
+    /// nothing (the layer matrix leaves [`Layer::ExecGate`] out).
+    CloseSocket,
+    /// Close the socket, then hand the listener over it, which the kernel refuses (`EBADF`):
+    /// [`Fault::ExecGate`].
+    HandOverClosedSocket,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -108,10 +156,19 @@ pub struct Plan {
     /// Files the init stage writes `0` to, first of all, to join the job's cgroups (host
     /// paths); it checks it is in each before going on. Empty: the job does not run.
     pub cgroup_join: Vec<PathBuf>,
+    /// The descriptor of a network namespace to join before anything else: the one the
+    /// runner made and serves for a job with egress ([`NETNS_FD`]); `None` for `deny`,
+    /// whose new, empty one comes with `unshare`.
+    pub join_netns: Option<i32>,
+    /// The `CLONE_NEW*` flags of the init stage's `unshare(2)`: mount, pid, net (a `deny`
+    /// job's, not one joined), ipc, uts, cgroup.
+    pub unshare: i32,
     /// Host path of an empty directory the job's root tmpfs is mounted on.
     pub root: PathBuf,
     /// Size of that tmpfs: the files below and room for mount points.
     pub root_bytes: u64,
+    /// How far the job's root is built.
+    pub root_steps: RootSteps,
     /// The skill's verified inputs, laid out read-only under `/skill`.
     pub skill_files: Vec<PlanFile>,
     /// The runner's hardening preload, written at `/runtime/harden.cjs`.
@@ -119,39 +176,43 @@ pub struct Plan {
     /// Files written under `/etc`: the runner's `resolv.conf` and `hosts` for a job with
     /// egress; none for `deny`.
     pub etc_files: Vec<PlanFile>,
-    /// Join the network namespace the runner made and serves (egress: passed as
-    /// `sandbox::init::NETNS_FD`) instead of a new, empty one (`deny`).
-    pub join_netns: bool,
+    /// Mounts into the job's root, in order (applied only when `root_steps` enters it).
     pub mounts: Vec<MountStep>,
     pub hostname: String,
-    pub uid: u32,
-    pub gid: u32,
     pub cwd: PathBuf,
     /// The program executed (inside path) and its full argv.
     pub exe: PathBuf,
     pub argv: Vec<String>,
     /// The whole environment of the tool: `K=V` entries, set on purpose only.
     pub env: Vec<String>,
-    pub landlock: LandlockPlan,
-    /// The job's net mode's seccomp programs, in installation order; in the JSON each is
-    /// one base64 string of its raw `sock_filter` bytes (`bpf::CompiledFilters`).
-    pub seccomp: CompiledFilters,
     /// Open files per process.
     pub nofile: u64,
     /// `RLIMIT_CORE` ([`CORE_BYTES`]).
     pub core_bytes: u64,
     /// `RLIMIT_FSIZE` ([`FSIZE_BYTES`]).
     pub fsize_bytes: u64,
+    /// Every capability dropped and this identity taken; `None` only where the layer
+    /// matrix leaves [`Layer::Privileges`] out (the job keeps root).
+    pub privileges: Option<Privileges>,
+    /// The landlock ruleset; `None` only where the layer matrix leaves it out.
+    pub landlock: Option<LandlockPlan>,
+    pub exec_gate: ExecGateStep,
+    /// The job's net mode's seccomp programs, in installation order; in the JSON each is
+    /// one base64 string of its raw `sock_filter` bytes (`bpf::CompiledFilters`). `None`
+    /// only where the layer matrix leaves seccomp out.
+    pub seccomp: Option<CompiledFilters>,
     pub net: Net,
-    /// A step made to fail on purpose (tests of failing closed); `None` in real use.
+    /// The fault injected ([`inject`]), for the record only: the steps above already carry
+    /// it, and the init stage never reads this.
     pub fault: Option<Fault>,
-    /// Layers the init stage leaves out (the layer matrix, test-only), with what each
-    /// implies ([`with_implied`]), sorted; empty in real use.
+    /// Layers left out (the layer matrix, test-only), with what each implies
+    /// ([`with_implied`]), sorted; empty in real use. For the record only, like `fault`.
     pub omit: Vec<Layer>,
 }
 
 impl Plan {
-    /// Whether the plan leaves `layer` out.
+    /// Whether the plan leaves `layer` out (for the record and tests: the steps already
+    /// say it, and the init stage never asks).
     pub fn omits(&self, layer: Layer) -> bool {
         self.omit.contains(&layer)
     }
@@ -211,7 +272,10 @@ pub struct PlanInputs<'a> {
     pub egress_ports: &'a [u16],
     /// Whether a host file exists (optional files are mounted only when they do).
     pub existing: &'a dyn Fn(&Path) -> bool,
-    /// A step to make fail (configuration `fault_inject`, tests of failing closed).
+    /// The kernel's landlock ABI, detected once when the runner started (0: none).
+    pub landlock_abi: i32,
+    /// A step to make fail (configuration `fault_inject`, tests of failing closed): the plan
+    /// carries that step's input corrupted ([`inject`]).
     pub fault: Option<Fault>,
     /// Node's own hardening flags (permission model, no code from strings, the preload);
     /// false only for tests that prove what the OS layers hold without them.
@@ -304,6 +368,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         uid,
         egress_ports,
         existing,
+        landlock_abi,
         fault,
         node_hardening,
         omit,
@@ -313,7 +378,8 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         omit.extend([Layer::NodePermission, Layer::Preload]);
     }
     let omit = with_implied(&omit);
-    let no_root = omit.contains(&Layer::Root);
+    let leaves_out = |layer: Layer| omit.contains(&layer);
+    let no_root = leaves_out(Layer::Root);
     // Where the job sees a path of its root: there, or (no root of its own) under the
     // job's root folder on the host's tree.
     let inside = |p: &str| -> PathBuf {
@@ -324,16 +390,18 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         }
     };
     // The job's own mode's programs, never another's.
-    let seccomp = seccomp(job.net)?.clone();
+    let filters = seccomp(job.net)?.clone();
     let mut mounts = Vec::new();
-    let mut read_files = Vec::new();
-    let mut exec_files = vec![rt.node.clone()];
+    let mut grants = ruleset::Grants {
+        exec_files: vec![rt.node.clone()],
+        ..ruleset::Grants::default()
+    };
 
     mounts.push(MountStep::BindFile {
         source: rt.node.clone(),
         target: rt.node.clone(),
     });
-    read_files.push(rt.node.clone());
+    grants.read_files.push(rt.node.clone());
     for lib in &rt.libraries {
         if lib == &rt.node {
             continue;
@@ -342,41 +410,40 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
             source: lib.clone(),
             target: lib.clone(),
         });
-        read_files.push(lib.clone());
+        grants.read_files.push(lib.clone());
     }
     if let Some(loader) = &rt.loader {
-        exec_files.push(loader.clone());
+        grants.exec_files.push(loader.clone());
     }
     if existing(Path::new(LD_CACHE)) {
         mounts.push(MountStep::BindFile {
             source: LD_CACHE.into(),
             target: LD_CACHE.into(),
         });
-        read_files.push(LD_CACHE.into());
+        grants.read_files.push(LD_CACHE.into());
     }
-    let mut write_files = Vec::new();
     for dev in DEVICES {
         if existing(Path::new(dev)) {
             mounts.push(MountStep::Device {
                 source: (*dev).into(),
                 target: (*dev).into(),
             });
-            read_files.push((*dev).into());
+            grants.read_files.push((*dev).into());
         }
     }
     if existing(Path::new("/dev/null")) {
-        write_files.push("/dev/null".into());
+        grants.write_files.push("/dev/null".into());
     }
-    read_files.push(inside(PRELOAD));
+    grants.read_files.push(inside(PRELOAD));
     if no_root && existing(Path::new(HOST_OPENSSL_CONF)) {
         // Without a root of its own Node finds the host's OpenSSL configuration, and stops
         // on EACCES where its own root gives ENOENT.
-        read_files.push(HOST_OPENSSL_CONF.into());
+        grants.read_files.push(HOST_OPENSSL_CONF.into());
     }
     let egress = job.net != Net::Deny;
     let (etc_files, connect_tcp) = if egress {
         for name in ["resolv.conf", "hosts"] {
-            read_files.push(inside("/etc").join(name));
+            grants.read_files.push(inside("/etc").join(name));
         }
         let mut ports: Vec<u16> = egress_ports.to_vec();
         ports.push(DNS_PORT);
@@ -405,6 +472,37 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         // The job sees the host's tree: nothing to mount into a root it does not get.
         mounts.clear();
     }
+    grants.read_dirs = vec![inside(SKILL_DIR), "/proc".into()];
+    let landlock = if leaves_out(Layer::Landlock) {
+        None
+    } else {
+        Some(ruleset::decide(landlock_abi, &grants, &connect_tcp).ok_or_else(|| {
+            format!(
+                "landlock is unavailable on this kernel (ABI {landlock_abi}), and no job runs without it: boot a kernel with CONFIG_SECURITY_LANDLOCK=y and landlock in lsm="
+            )
+        })?)
+    };
+
+    // Namespaces: a job with egress joins the one the runner serves; a `deny` job gets a
+    // new, empty one; the layer matrix may leave the mount, pid or net namespace out.
+    let join_netns = (egress && !leaves_out(Layer::NetNamespace)).then_some(NETNS_FD);
+    let mut unshare = libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
+    for (layer, flag, new) in [
+        (Layer::MountNamespace, libc::CLONE_NEWNS, true),
+        (Layer::PidNamespace, libc::CLONE_NEWPID, true),
+        (Layer::NetNamespace, libc::CLONE_NEWNET, !egress),
+    ] {
+        if new && !leaves_out(layer) {
+            unshare |= flag;
+        }
+    }
+    let root_steps = if leaves_out(Layer::MountNamespace) {
+        RootSteps::FilesOnly
+    } else if no_root {
+        RootSteps::TmpfsOnly
+    } else {
+        RootSteps::Enter
+    };
 
     let skill_files: Vec<PlanFile> = files
         .iter()
@@ -417,48 +515,56 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
     let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
         + etc_files.iter().map(|f| f.bytes.len() as u64).sum::<u64>()
         + preload.len() as u64;
-    Ok(Plan {
+    let mut plan = Plan {
         job_id: job.job_id.clone(),
         cgroup_join,
+        join_netns,
+        unshare,
         root: paths.root.clone(),
         root_bytes: ROOT_TMPFS_SLACK + payload,
+        root_steps,
         skill_files,
         preload: PlanFile {
             name: "harden.cjs".into(),
             bytes: preload,
         },
         etc_files,
-        join_netns: egress && !omit.contains(&Layer::NetNamespace),
         mounts,
         hostname: "skill".to_string(),
-        uid,
-        gid: uid,
         cwd: inside(SKILL_DIR),
         exe: rt.node.clone(),
         argv: node_argv_at(job, rt, &inside(SKILL_DIR), &inside(PRELOAD))
             .into_iter()
             .filter(|a| {
                 let permission = is_node_hardening_flag(a) && !is_preload_flag(a);
-                !(permission && omit.contains(&Layer::NodePermission)
-                    || is_preload_flag(a) && omit.contains(&Layer::Preload))
+                !(permission && leaves_out(Layer::NodePermission)
+                    || is_preload_flag(a) && leaves_out(Layer::Preload))
             })
             .collect(),
         env: Vec::new(),
-        landlock: LandlockPlan {
-            read_files,
-            read_dirs: vec![inside(SKILL_DIR), "/proc".into()],
-            exec_files,
-            write_files,
-            connect_tcp,
-        },
-        seccomp,
         nofile: NOFILE,
         core_bytes: CORE_BYTES,
         fsize_bytes: FSIZE_BYTES,
+        privileges: (!leaves_out(Layer::Privileges)).then(|| Privileges {
+            uid,
+            gid: uid,
+            groups: Vec::new(),
+        }),
+        landlock,
+        exec_gate: if leaves_out(Layer::ExecGate) {
+            ExecGateStep::CloseSocket
+        } else {
+            ExecGateStep::HandOver
+        },
+        seccomp: (!leaves_out(Layer::Seccomp)).then_some(filters),
         net: job.net,
-        fault,
+        fault: None,
         omit,
-    })
+    };
+    if let Some(fault) = fault {
+        inject(&mut plan, fault)?;
+    }
+    Ok(plan)
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Unit tests of `src/plan.rs`: every decision about a job's sandbox, checked on the plan.
 
 use super::*;
+use crate::bpf::Instruction;
 use crate::job::{Bounds, Job};
 
 fn job(mem: u64) -> ValidJob {
@@ -60,6 +61,7 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| all_exist,
+        landlock_abi: 6,
         fault: None,
         node_hardening: true,
         omit: &[],
@@ -72,20 +74,41 @@ fn plan_without(omit: &[Layer]) -> Plan {
 }
 
 fn try_plan_without(omit: &[Layer]) -> Result<Plan, String> {
-    let filters = CompiledFilters::default();
+    try_plan(&job(134_217_728), 6, None, omit)
+}
+
+/// A plan of `job` on a kernel of landlock ABI `abi`, with a fault and layers left out.
+fn try_plan(
+    job: &ValidJob,
+    abi: i32,
+    fault: Option<Fault>,
+    omit: &[Layer],
+) -> Result<Plan, String> {
+    let filters = CompiledFilters {
+        programs: vec![vec![Instruction {
+            code: crate::bpf::BPF_RET_K,
+            jt: 0,
+            jf: 0,
+            k: libc::SECCOMP_RET_ALLOW,
+        }]],
+    };
     let files = [("tools/t.js".to_string(), b"1".to_vec())];
     build(PlanInputs {
-        job: &job(134_217_728),
+        job,
         runtime: &rt(24),
         paths: &paths(),
         files: &files,
         preload: b"'use strict'",
         seccomp: &|_| Ok(&filters),
-        cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+        cgroup_join: vec![
+            "/cg/memory/j1/tasks".into(),
+            "/cg/pids/j1/cgroup.procs".into(),
+        ],
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| true,
-        fault: None,
+        landlock_abi: abi,
+        fault,
         node_hardening: true,
         omit,
     })
@@ -147,8 +170,15 @@ fn no_mount_namespace_means_no_root_and_no_root_means_no_preload() {
             "/state/jobs/j1/root/skill/tools/t.js"
         ]
     );
+    let dirs: Vec<&PathRule> = p
+        .landlock
+        .as_ref()
+        .map(|l| l.paths.iter().filter(|r| r.access == ruleset::READ_DIR))
+        .into_iter()
+        .flatten()
+        .collect();
     assert_eq!(
-        p.landlock.read_dirs,
+        dirs.iter().map(|r| r.path.clone()).collect::<Vec<_>>(),
         vec![
             PathBuf::from("/state/jobs/j1/root/skill"),
             PathBuf::from("/proc")
@@ -231,13 +261,14 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         uid: 2_100_000_007,
         egress_ports: &[],
         existing: &|_| true,
+        landlock_abi: 6,
         // A fault only where the build honours one (the plan refuses it otherwise).
         fault: crate::fault::HOOKS.then_some(Fault::Landlock),
         node_hardening: true,
         omit: &[],
     };
     let p = build(inputs(&public_job)).expect("a plan");
-    assert_eq!(p.seccomp, public);
+    assert_eq!(p.seccomp.as_ref(), Some(&public));
     assert_eq!(p.fault, crate::fault::HOOKS.then_some(Fault::Landlock));
     let e = build(inputs(&ovo_job)).expect_err("no program for the mode");
     assert!(e.contains("openvibe-only"), "{e}");
@@ -295,18 +326,37 @@ fn node20_argv() {
     assert_eq!(p.argv[2], "--allow-fs-read=/skill/*");
 }
 
+/// The landlock ruleset of a plan in real use.
+fn ruleset_of(p: &Plan) -> &LandlockPlan {
+    p.landlock
+        .as_ref()
+        .expect("a plan in real use has landlock")
+}
+
+/// The paths a ruleset gives exactly `access`.
+fn paths_with(p: &Plan, access: &[FsAccess]) -> Vec<String> {
+    ruleset_of(p)
+        .paths
+        .iter()
+        .filter(|r| r.access == access)
+        .map(|r| r.path.display().to_string())
+        .collect()
+}
+
 #[test]
 fn only_node_and_loader_execute() {
     let p = plan(24, true);
     assert_eq!(
-        p.landlock.exec_files,
-        vec![
-            PathBuf::from("/opt/n/bin/node"),
-            PathBuf::from("/lib64/ld-linux-x86-64.so.2")
-        ]
+        paths_with(&p, ruleset::EXECUTE),
+        vec!["/opt/n/bin/node", "/lib64/ld-linux-x86-64.so.2"]
     );
-    assert_eq!(p.landlock.write_files, vec![PathBuf::from("/dev/null")]);
-    assert!(p.landlock.connect_tcp.is_empty());
+    assert!(ruleset_of(&p)
+        .paths
+        .iter()
+        .filter(|r| r.access.contains(&FsAccess::Execute))
+        .all(|r| r.access == ruleset::EXECUTE));
+    assert_eq!(paths_with(&p, ruleset::WRITE_FILE), vec!["/dev/null"]);
+    assert!(ruleset_of(&p).connect_tcp.is_empty());
 }
 
 #[test]
@@ -351,7 +401,7 @@ fn absent_optional_files_are_left_out() {
         .mounts
         .iter()
         .any(|m| matches!(m, MountStep::Device { .. })));
-    assert!(p.landlock.write_files.is_empty());
+    assert!(paths_with(&p, ruleset::WRITE_FILE).is_empty());
 }
 
 #[test]
@@ -362,19 +412,26 @@ fn heap_ceiling_is_below_the_memory_limit() {
     for mem in [16 * MIB, 100 * MIB, 256 * MIB] {
         assert!(heap_mib(mem) * MIB < mem);
     }
-    assert_eq!(plan(24, true).uid, 2_100_000_007);
+    assert_eq!(
+        plan(24, true).privileges,
+        Some(Privileges {
+            uid: 2_100_000_007,
+            gid: 2_100_000_007,
+            groups: vec![]
+        })
+    );
 }
 
 #[test]
 fn deny_has_no_network_files_and_no_ports() {
     let p = plan(24, true);
-    assert!(!p.join_netns);
+    assert_eq!(p.join_netns, None);
     assert!(p.etc_files.is_empty());
-    assert!(p.landlock.connect_tcp.is_empty());
-    assert!(!p
-        .landlock
-        .read_files
-        .contains(&PathBuf::from("/etc/resolv.conf")));
+    assert!(ruleset_of(&p).connect_tcp.is_empty());
+    assert!(!ruleset_of(&p)
+        .paths
+        .iter()
+        .any(|r| r.path == Path::new("/etc/resolv.conf")));
 }
 
 #[test]
@@ -383,16 +440,16 @@ fn egress_joins_the_runners_namespace_with_its_resolver() {
         let mut j = job(134_217_728);
         j.net = net;
         let p = plan_for(&j, 24, true);
-        assert!(p.join_netns);
+        assert_eq!(p.join_netns, Some(NETNS_FD));
         assert_eq!(p.net, net);
-        assert_eq!(p.landlock.connect_tcp, vec![53, 80, 443]);
+        assert_eq!(ruleset_of(&p).connect_tcp, vec![53, 80, 443]);
         let names: Vec<&str> = p.etc_files.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, vec!["resolv.conf", "hosts"]);
         let resolv = String::from_utf8_lossy(&p.etc_files[0].bytes).into_owned();
         assert!(resolv.starts_with("nameserver 127.0.0.1\n"), "{resolv}");
         assert!(!resolv.contains("search"), "no search domains: {resolv}");
         for f in ["/etc/resolv.conf", "/etc/hosts"] {
-            assert!(p.landlock.read_files.contains(&PathBuf::from(f)));
+            assert!(paths_with(&p, ruleset::READ_FILE).contains(&f.to_string()));
         }
         assert_eq!(
             p.root_bytes,
@@ -402,4 +459,388 @@ fn egress_joins_the_runners_namespace_with_its_resolver() {
                 + (RESOLV_CONF.len() + HOSTS.len()) as u64
         );
     }
+}
+
+fn job_with_net(net: Net) -> ValidJob {
+    let mut j = job(134_217_728);
+    j.net = net;
+    j
+}
+
+const EVERY_NAMESPACE: i32 = libc::CLONE_NEWNS
+    | libc::CLONE_NEWPID
+    | libc::CLONE_NEWNET
+    | libc::CLONE_NEWIPC
+    | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWCGROUP;
+
+/// A `deny` job gets every namespace new, its network's empty; a job with egress joins the
+/// runner's network namespace and unshares every other.
+#[test]
+fn deny_unshares_every_namespace_and_egress_joins_the_runners_network() {
+    let p = plan(24, true);
+    assert_eq!(p.unshare, EVERY_NAMESPACE);
+    assert_eq!(p.join_netns, None);
+    for net in [Net::OpenvibeOnly, Net::Public] {
+        let p = plan_for(&job_with_net(net), 24, true);
+        assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWNET, "{net:?}");
+        assert_eq!(p.join_netns, Some(NETNS_FD), "{net:?}");
+    }
+}
+
+/// A plan in real use has every step: the root entered, privileges dropped, landlock, the
+/// exec gate handed over, seccomp.
+#[test]
+fn a_plan_in_real_use_has_every_step() {
+    let p = plan(24, true);
+    assert_eq!(p.root_steps, RootSteps::Enter);
+    assert!(p.privileges.is_some() && p.landlock.is_some() && p.seccomp.is_some());
+    assert_eq!(p.exec_gate, ExecGateStep::HandOver);
+    assert_eq!(p.fault, None);
+}
+
+/// Each layer the matrix leaves out is a step the plan does not have, and nothing else
+/// changes.
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a left-out layer needs --features test-hooks"
+)]
+fn each_layer_left_out_is_a_step_the_plan_lacks() {
+    let full = plan(24, true);
+    let without = |layer| plan_without(&[layer]);
+    let p = without(Layer::MountNamespace);
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWNS);
+    assert_eq!(p.root_steps, RootSteps::FilesOnly);
+    let p = without(Layer::Root);
+    assert_eq!(p.unshare, EVERY_NAMESPACE, "still its own mount namespace");
+    assert_eq!(p.root_steps, RootSteps::TmpfsOnly);
+    assert!(p.mounts.is_empty());
+    let p = without(Layer::PidNamespace);
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWPID);
+    let p = without(Layer::NetNamespace);
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWNET);
+    assert_eq!(p.join_netns, None);
+    // A job with egress, without its network namespace: in the host's, joining none.
+    let p = try_plan(&job_with_net(Net::Public), 6, None, &[Layer::NetNamespace]).expect("a plan");
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWNET);
+    assert_eq!(p.join_netns, None);
+    let p = without(Layer::Privileges);
+    assert_eq!(p.privileges, None);
+    let p = without(Layer::Landlock);
+    assert_eq!(p.landlock, None);
+    let p = without(Layer::ExecGate);
+    assert_eq!(p.exec_gate, ExecGateStep::CloseSocket);
+    let p = without(Layer::Seccomp);
+    assert_eq!(p.seccomp, None);
+    // Each of those leaves every other step as it is.
+    for layer in [
+        Layer::Privileges,
+        Layer::Landlock,
+        Layer::ExecGate,
+        Layer::Seccomp,
+        Layer::PidNamespace,
+    ] {
+        let p = without(layer);
+        assert_eq!(p.root_steps, full.root_steps, "{layer:?}");
+        assert_eq!(p.mounts, full.mounts, "{layer:?}");
+        assert_eq!(p.argv, full.argv, "{layer:?}");
+        assert_eq!(p.privileges.is_some(), layer != Layer::Privileges);
+        assert_eq!(p.landlock.is_some(), layer != Layer::Landlock);
+        assert_eq!(p.seccomp.is_some(), layer != Layer::Seccomp);
+        assert_eq!(
+            p.exec_gate == ExecGateStep::HandOver,
+            layer != Layer::ExecGate
+        );
+        assert_eq!(p.fault, None);
+    }
+}
+
+/// Each fault is its step's input corrupted in the plan, and only that.
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a fault needs --features test-hooks"
+)]
+fn each_fault_is_its_steps_input_corrupted_in_the_plan() {
+    let faulty = |j: &ValidJob, fault| try_plan(j, 6, Some(fault), &[]).expect("a plan");
+    let deny = job(134_217_728);
+    let public = job_with_net(Net::Public);
+    for fault in Fault::ALL {
+        let j = if fault == Fault::Netns {
+            &public
+        } else {
+            &deny
+        };
+        let real = try_plan(j, 6, None, &[]).expect("a plan");
+        let mut p = faulty(j, fault);
+        assert_eq!(p.fault, Some(fault));
+        match fault {
+            Fault::Netns => {
+                assert_eq!(
+                    p.join_netns,
+                    Some(REPORT_FD),
+                    "the report pipe: no namespace"
+                );
+                p.join_netns = real.join_netns;
+            }
+            Fault::Cgroup => {
+                assert_eq!(
+                    p.cgroup_join,
+                    vec![PathBuf::from("/cg/memory/j1"), PathBuf::from("/cg/pids/j1")],
+                    "the folders, not their files"
+                );
+                p.cgroup_join = real.cgroup_join.clone();
+            }
+            Fault::Namespaces => {
+                assert_eq!(p.unshare, EVERY_NAMESPACE | libc::SIGCHLD);
+                p.unshare = real.unshare;
+            }
+            Fault::Mounts => {
+                assert_eq!(
+                    p.mounts[0],
+                    MountStep::BindFile {
+                        source: "/state/jobs/j1/root/missing-source".into(),
+                        target: "/missing-target".into(),
+                    },
+                    "the missing source first"
+                );
+                assert_eq!(p.mounts[1..], real.mounts[..]);
+                p.mounts = real.mounts.clone();
+            }
+            Fault::Capabilities => {
+                let groups = p.privileges.as_ref().map(|i| i.groups.clone());
+                assert_eq!(groups, Some(vec![2_100_000_007; NGROUPS_MAX + 1]));
+                p.privileges = real.privileges.clone();
+            }
+            Fault::Landlock => {
+                let l = ruleset_of(&p);
+                assert_eq!(
+                    l.paths.last(),
+                    Some(&PathRule {
+                        path: "/missing-by-fault".into(),
+                        access: ruleset::READ_DIR.to_vec()
+                    })
+                );
+                assert_eq!(l.paths[..l.paths.len() - 1], ruleset_of(&real).paths[..]);
+                p.landlock = real.landlock.clone();
+            }
+            Fault::ExecGate => {
+                assert_eq!(p.exec_gate, ExecGateStep::HandOverClosedSocket);
+                p.exec_gate = real.exec_gate;
+            }
+            Fault::Seccomp => {
+                let refused = refused_seccomp_program();
+                assert_eq!(p.seccomp.as_ref(), Some(&refused));
+                // A jump past the program's end: its target is outside it.
+                let program = &refused.programs[0];
+                assert_eq!(program[0].code, crate::bpf::BPF_JMP_JA);
+                assert!(program[0].k as usize >= program.len());
+                p.seccomp = real.seccomp.clone();
+            }
+        }
+        p.fault = None;
+        assert_eq!(p, real, "{fault:?} corrupts its own step only");
+    }
+}
+
+/// A fault whose step the plan does not have is refused, never silently a test of
+/// nothing.
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a fault needs --features test-hooks"
+)]
+fn a_fault_whose_step_is_absent_is_refused() {
+    let deny = job(134_217_728);
+    for (fault, omit) in [
+        (Fault::Netns, None),
+        (Fault::Mounts, Some(Layer::Root)),
+        (Fault::Mounts, Some(Layer::MountNamespace)),
+        (Fault::Capabilities, Some(Layer::Privileges)),
+        (Fault::Landlock, Some(Layer::Landlock)),
+        (Fault::ExecGate, Some(Layer::ExecGate)),
+        (Fault::Seccomp, Some(Layer::Seccomp)),
+    ] {
+        let omit: Vec<Layer> = omit.into_iter().collect();
+        let e = try_plan(&deny, 6, Some(fault), &omit).expect_err("no such step");
+        assert!(
+            e.contains(&format!("runner.fault_inject = \"{}\"", fault.as_str())),
+            "{e}"
+        );
+    }
+}
+
+/// A fault is refused without the test hooks, like a left-out layer.
+#[test]
+fn only_a_test_build_plans_a_fault() {
+    let r = try_plan(&job(134_217_728), 6, Some(Fault::Seccomp), &[]);
+    if crate::fault::HOOKS {
+        assert!(r.is_ok_and(|p| p.fault == Some(Fault::Seccomp)));
+    } else {
+        let e = r.err().unwrap_or_default();
+        assert!(e.contains("runner.fault_inject"), "{e}");
+    }
+}
+
+/// Which rights each path gets: read for files, read and list for directories, execute for
+/// Node and its loader only, write for /dev/null only; one rule per path.
+#[test]
+fn each_path_gets_the_rights_of_its_kind() {
+    let p = plan(24, true);
+    let l = ruleset_of(&p);
+    let mut seen: Vec<&PathBuf> = l.paths.iter().map(|r| &r.path).collect();
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), l.paths.len(), "one rule per path");
+    assert_eq!(
+        paths_with(&p, ruleset::READ_FILE),
+        vec![
+            "/lib/x86_64-linux-gnu/libc.so.6",
+            "/etc/ld.so.cache",
+            "/dev/zero",
+            "/dev/urandom",
+            "/dev/random",
+            "/runtime/harden.cjs"
+        ]
+    );
+    assert_eq!(paths_with(&p, ruleset::READ_DIR), vec!["/skill", "/proc"]);
+    assert_eq!(
+        paths_with(&p, ruleset::EXECUTE),
+        vec!["/opt/n/bin/node", "/lib64/ld-linux-x86-64.so.2"]
+    );
+    assert_eq!(paths_with(&p, ruleset::WRITE_FILE), vec!["/dev/null"]);
+    assert_eq!(
+        l.paths.len(),
+        6 + 2 + 2 + 1,
+        "no path with any other rights"
+    );
+    // An executable or a written file outside the read list still gets its rule.
+    let g = ruleset::Grants {
+        read_files: vec![],
+        read_dirs: vec![],
+        exec_files: vec!["/x".into()],
+        write_files: vec!["/w".into()],
+    };
+    assert_eq!(
+        ruleset::rules(&g),
+        vec![
+            PathRule {
+                path: "/x".into(),
+                access: ruleset::EXECUTE.to_vec()
+            },
+            PathRule {
+                path: "/w".into(),
+                access: ruleset::WRITE_FILE.to_vec()
+            }
+        ]
+    );
+}
+
+/// The ruleset targets the kernel's ABI capped at the newest this runner knows; TCP is
+/// handled from ABI 4 and the scopes from ABI 6; every filesystem right of the ABI is
+/// handled.
+#[test]
+fn the_ruleset_targets_the_kernels_abi_capped() {
+    assert_eq!(ruleset::target_abi(-1), None);
+    assert_eq!(ruleset::target_abi(0), None);
+    assert_eq!(ruleset::target_abi(1), Some(1));
+    assert_eq!(ruleset::target_abi(6), Some(6));
+    assert_eq!(ruleset::target_abi(9), Some(ruleset::NEWEST_USED));
+    let public = job_with_net(Net::Public);
+    for kernel in 1..=9 {
+        for j in [&job(134_217_728), &public] {
+            let p = try_plan(j, kernel, None, &[]).expect("a plan");
+            let l = ruleset_of(&p);
+            let abi = kernel.min(6) as u8;
+            assert_eq!(l.abi, abi);
+            let fs = l.handled_fs.len();
+            assert_eq!(
+                fs,
+                match abi {
+                    1 => 13,
+                    2 => 14,
+                    3 | 4 => 15,
+                    _ => 16,
+                },
+                "ABI {abi}"
+            );
+            assert_eq!(
+                l.handled_net.is_empty(),
+                abi < 4,
+                "TCP handled from ABI 4: {abi}"
+            );
+            if abi >= 4 {
+                assert_eq!(
+                    l.handled_net,
+                    vec![NetAccess::BindTcp, NetAccess::ConnectTcp]
+                );
+            }
+            assert_eq!(
+                l.scopes,
+                if abi >= 6 {
+                    vec![Scope::AbstractUnixSocket, Scope::Signal]
+                } else {
+                    vec![]
+                }
+            );
+            // Ports only where connect is handled, and only for a job with egress.
+            let ports: Vec<u16> = if abi >= 4 && j.net != Net::Deny {
+                vec![53, 80, 443]
+            } else {
+                vec![]
+            };
+            assert_eq!(l.connect_tcp, ports, "ABI {abi}, {:?}", j.net);
+        }
+    }
+}
+
+/// A `deny` job on a kernel with TCP rules: connect and bind are handled and no port is
+/// allowed, so it connects nowhere.
+#[test]
+fn a_deny_job_connects_nowhere() {
+    let p = plan(24, true);
+    let l = ruleset_of(&p);
+    assert!(l.handled_net.contains(&NetAccess::ConnectTcp));
+    assert!(l.handled_net.contains(&NetAccess::BindTcp));
+    assert!(l.connect_tcp.is_empty());
+}
+
+/// Without landlock on the kernel no plan is made (the runner refuses to start first), unless
+/// the layer matrix leaves landlock out.
+#[test]
+fn no_landlock_on_the_kernel_no_plan() {
+    let e = try_plan(&job(134_217_728), 0, None, &[]).expect_err("no plan without landlock");
+    assert!(
+        e.contains("landlock is unavailable") && e.contains("lsm="),
+        "{e}"
+    );
+    if crate::fault::HOOKS {
+        let p = try_plan(&job(134_217_728), 0, None, &[Layer::Landlock]).expect("a plan");
+        assert_eq!(p.landlock, None);
+    }
+}
+
+/// The plan crosses to the init stage as JSON: every step reads back as it was, a fault's
+/// corrupted inputs included.
+#[test]
+fn the_plan_reads_back_from_its_json() {
+    let mut plans = vec![
+        plan(24, true),
+        plan_for(&job_with_net(Net::Public), 24, true),
+    ];
+    if crate::fault::HOOKS {
+        for fault in [Fault::Capabilities, Fault::Seccomp, Fault::ExecGate] {
+            plans.push(try_plan(&job(134_217_728), 6, Some(fault), &[]).expect("a plan"));
+        }
+        plans.push(plan_without(&[Layer::MountNamespace, Layer::Landlock]));
+    }
+    for p in plans {
+        let json = serde_json::to_vec(&p).expect("json");
+        let back: Plan = serde_json::from_slice(&json).expect("read back");
+        assert_eq!(back, p);
+    }
+    // A right the plan does not know is refused, not ignored.
+    let typo = r#"{"path":"/x","access":["read_fiel"]}"#;
+    assert!(serde_json::from_str::<PathRule>(typo).is_err());
 }

@@ -11,8 +11,7 @@
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
 use super::{exec_gate, landlock, seccomp};
-use crate::fault::{Fault, Layer};
-use crate::plan::{MountStep, Plan};
+use crate::plan::{ExecGateStep, MountStep, Plan, RootSteps};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
@@ -26,10 +25,9 @@ use std::mem::ManuallyDrop;
 use std::os::fd::FromRawFd;
 use std::path::{Path, PathBuf};
 
-/// The descriptor the parent reads reports from.
-pub const REPORT_FD: i32 = 3;
-/// The job's network namespace when the runner serves its egress (`Plan::join_netns`).
-pub const NETNS_FD: i32 = 4;
+/// The descriptor the parent reads reports from, and the job's network namespace when the
+/// runner serves its egress (`Plan::join_netns`): numbers the plan and the runner share.
+pub use crate::plan::{NETNS_FD, REPORT_FD};
 /// The largest plan the init stage accepts (a plan is a few KiB plus the skill's files:
 /// the preload and the seccomp programs, as base64, are most of a small one).
 const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
@@ -93,18 +91,11 @@ pub fn main() -> ! {
     };
     // A: a job with egress joins the namespace the runner made and serves (its listeners
     // exist already, so the tool cannot race them); a `deny` job gets a new, empty one below.
-    if plan.join_netns {
-        // A fault (test hook) makes the real call fail: setns on the report pipe, which is
-        // no namespace.
-        let netns = if plan.fault == Some(Fault::Netns) {
-            REPORT_FD
-        } else {
-            NETNS_FD
-        };
-        // SAFETY: both descriptors were set up by the parent for this process; borrowed only.
-        let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(netns) };
-        if let Err(e) = nix::sched::setns(fd, CloneFlags::CLONE_NEWNET) {
-            fail("join network namespace", e);
+    if let Some(netns) = plan.join_netns {
+        // SAFETY: setns(2) takes a descriptor number and reads no memory of ours; the kernel
+        // refuses a descriptor that is not open or not a network namespace.
+        if unsafe { libc::setns(netns, libc::CLONE_NEWNET) } != 0 {
+            fail("join network namespace", nix::errno::Errno::last());
         }
     }
     // A: nothing but 0-2, the report descriptor and the exec gate's socket crosses into
@@ -134,36 +125,19 @@ pub fn main() -> ! {
     }
     // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
     //    limits hold for every process that follows.
-    //    A fault (test hook) makes the real write fail: to the cgroups' folders instead.
-    let join: Vec<PathBuf> = if plan.fault == Some(Fault::Cgroup) {
-        plan.cgroup_join
-            .iter()
-            .map(|f| f.parent().map_or_else(|| f.clone(), Path::to_path_buf))
-            .collect()
-    } else {
-        plan.cgroup_join.clone()
-    };
-    if let Err(e) = join_cgroups(&join) {
+    if let Err(e) = join_cgroups(&plan.cgroup_join) {
         fail("join cgroups", e);
     }
-    // 1. Namespaces: mount, pid (for children), net (unless joined above), ipc, uts, cgroup.
-    //    We are already in the job's cgroup, so the cgroup namespace is rooted there.
-    //    The layer matrix (test-only) may leave the mount, pid or net namespace out.
-    let mut flags =
-        CloneFlags::CLONE_NEWIPC | CloneFlags::CLONE_NEWUTS | CloneFlags::CLONE_NEWCGROUP;
-    for (layer, flag) in [
-        (Layer::MountNamespace, CloneFlags::CLONE_NEWNS),
-        (Layer::PidNamespace, CloneFlags::CLONE_NEWPID),
-        (Layer::NetNamespace, CloneFlags::CLONE_NEWNET),
-    ] {
-        if !plan.omits(layer) && (flag != CloneFlags::CLONE_NEWNET || !plan.join_netns) {
-            flags |= flag;
-        }
-    }
-    if plan.fault == Some(Fault::Namespaces) {
-        // A fault (test hook): bits unshare does not know (an exit signal), which the
-        // kernel refuses.
-        flags |= CloneFlags::from_bits_retain(libc::SIGCHLD);
+    // 1. Namespaces as the plan lists them: mount, pid (for children), net (unless joined
+    //    above), ipc, uts, cgroup. We are already in the job's cgroup, so the cgroup
+    //    namespace is rooted there. The flags go to the kernel as they are: it refuses any
+    //    it does not know.
+    let flags = CloneFlags::from_bits_retain(plan.unshare);
+    if plan.root_steps.mounts() && !flags.contains(CloneFlags::CLONE_NEWNS) {
+        fail(
+            "unshare namespaces",
+            "the plan mounts the job's root without a mount namespace of its own, which would mount in the host's; refusing (plan::build never makes such a plan)",
+        );
     }
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
@@ -292,8 +266,8 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         setrlimit(Resource::RLIMIT_FSIZE, plan.fsize_bytes, plan.fsize_bytes),
     )?;
     // 8. No capabilities, an unprivileged uid and gid of its own, no supplementary groups.
-    if !plan.omits(Layer::Privileges) {
-        drop_privileges(plan)?;
+    if let Some(identity) = &plan.privileges {
+        drop_privileges(identity)?;
     }
     // 9. No privilege can be gained again; the uid change cleared the death signal.
     step("no_new_privs", nix::sys::prctl::set_no_new_privs())?;
@@ -302,14 +276,8 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
         nix::sys::prctl::set_pdeathsig(Signal::SIGKILL),
     )?;
     // 10. Landlock, after the last mount.
-    if !plan.omits(Layer::Landlock) {
-        // A fault (test hook): a rule for a path the job's root does not have, which the
-        // ruleset cannot take.
-        let mut rules = plan.landlock.clone();
-        if plan.fault == Some(Fault::Landlock) {
-            rules.read_dirs.push("/missing-by-fault".into());
-        }
-        step("landlock", landlock::apply(&rules))?;
+    if let Some(rules) = &plan.landlock {
+        step("landlock", landlock::apply(rules))?;
     }
     // 11. Seccomp, last: from here only Node's own syscalls are allowed.
     let exe = step("exe path", cstring(plan.exe.as_os_str()))?;
@@ -329,42 +297,23 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     )?;
     // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
     //     every exec is the runner's to answer, and it lets through only the next one.
-    if plan.fault == Some(Fault::ExecGate) {
-        // A fault (test hook): the listener handed over a descriptor already closed.
-        exec_gate::close_inherited();
-    }
-    if plan.omits(Layer::ExecGate) {
-        // The runner's gate thread sees the socket close and answers nothing.
-        exec_gate::close_inherited();
-    } else {
-        step(
+    match plan.exec_gate {
+        ExecGateStep::HandOver => step(
             "exec gate",
             exec_gate::install_and_hand_over(exec_gate::GATE_FD),
-        )?;
+        )?,
+        // No gate: the runner's gate thread sees the socket close and answers nothing.
+        ExecGateStep::CloseSocket => exec_gate::close_inherited(),
+        ExecGateStep::HandOverClosedSocket => {
+            exec_gate::close_inherited();
+            step(
+                "exec gate",
+                exec_gate::install_and_hand_over(exec_gate::GATE_FD),
+            )?
+        }
     }
-    if !plan.omits(Layer::Seccomp) {
-        // A fault (test hook): a program the kernel refuses (a jump past its end).
-        let refused = seccomp::CompiledFilters {
-            programs: vec![vec![
-                seccomp::Instruction {
-                    code: 0x05, // BPF_JMP | BPF_JA
-                    jt: 0,
-                    jf: 0,
-                    k: 1000,
-                },
-                seccomp::Instruction {
-                    code: 0x06, // BPF_RET | BPF_K
-                    jt: 0,
-                    jf: 0,
-                    k: 0x7fff_0000, // SECCOMP_RET_ALLOW
-                },
-            ]],
-        };
-        let filters = if plan.fault == Some(Fault::Seccomp) {
-            &refused
-        } else {
-            &plan.seccomp
-        };
+    // 11b. The policy's programs.
+    if let Some(filters) = &plan.seccomp {
         step("seccomp", seccomp::install(filters))?;
     }
     // 12. Become Node: the gate's first notification, which the runner continues.
@@ -374,12 +323,10 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     })
 }
 
-/// Steps 2 to 5 of the routine: the job's own root, entered and sealed. Without a mount
-/// namespace (the layer matrix) nothing is mounted at all (never in the host's namespace):
-/// the files are written into the job's root folder on the host's tree; without the root
-/// (but in a mount namespace) they go into the tmpfs, and the job sees the host's tree.
+/// Steps 2 to 5 of the routine: the job's own root, entered and sealed, as far as
+/// `plan.root_steps` says (the layer matrix may stop it early: `RootSteps`).
 fn build_root(plan: &Plan) -> Result<(), StepError> {
-    if !plan.omits(Layer::MountNamespace) {
+    if plan.root_steps.mounts() {
         // 2. No mount event crosses between the host and the job, in either direction.
         step(
             "make mounts private",
@@ -406,23 +353,12 @@ fn build_root(plan: &Plan) -> Result<(), StepError> {
     }
     // 4. The skill's files and the preload, written into the job's own root (no host
     //    path behind them); then Node, its libraries, devices and /proc, each read-only.
-    if plan.fault == Some(Fault::Mounts) {
-        // A fault (test hook): a bind mount whose source does not exist, refused by the
-        // kernel.
-        apply_mount(
-            &plan.root,
-            &MountStep::BindFile {
-                source: under(&plan.root, Path::new("/missing-source")),
-                target: "/missing-target".into(),
-            },
-        )?;
-    }
     write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
     write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
     if !plan.etc_files.is_empty() {
         write_files(&plan.root, "/etc", &plan.etc_files)?;
     }
-    if plan.omits(Layer::Root) {
+    if plan.root_steps != RootSteps::Enter {
         return Ok(());
     }
     for m in &plan.mounts {
@@ -450,8 +386,8 @@ fn build_root(plan: &Plan) -> Result<(), StepError> {
     )
 }
 
-/// Step 8: every capability dropped, no supplementary groups, the job's own uid and gid.
-fn drop_privileges(plan: &Plan) -> Result<(), StepError> {
+/// Step 8: every capability dropped, the plan's groups (none), the job's own uid and gid.
+fn drop_privileges(identity: &crate::plan::Privileges) -> Result<(), StepError> {
     for set in [
         caps::CapSet::Bounding,
         caps::CapSet::Ambient,
@@ -459,15 +395,10 @@ fn drop_privileges(plan: &Plan) -> Result<(), StepError> {
     ] {
         step("drop capabilities", caps::clear(None, set))?;
     }
-    let gid = Gid::from_raw(plan.gid);
-    // A fault (test hook): more groups than the kernel allows (NGROUPS_MAX, 65536).
-    let groups = if plan.fault == Some(Fault::Capabilities) {
-        vec![gid; 65_537]
-    } else {
-        Vec::new()
-    };
+    let gid = Gid::from_raw(identity.gid);
+    let groups: Vec<Gid> = identity.groups.iter().map(|g| Gid::from_raw(*g)).collect();
     step("setgroups", nix::unistd::setgroups(&groups))?;
-    let uid = Uid::from_raw(plan.uid);
+    let uid = Uid::from_raw(identity.uid);
     step("setresgid", nix::unistd::setresgid(gid, gid, gid))?;
     step("setresuid", nix::unistd::setresuid(uid, uid, uid))?;
     for set in [caps::CapSet::Permitted, caps::CapSet::Effective] {
