@@ -135,6 +135,42 @@ fn only_a_test_build_plans_a_job_with_a_layer_left_out() {
 fn a_plan_in_real_use_leaves_nothing_out() {
     assert!(plan(24, true).omit.is_empty());
     assert!(Layer::ALL.iter().all(|l| !plan(24, true).omits(*l)));
+    assert_eq!(plan(24, true).short_of_real_use(), Vec::<&str>::new());
+    let egress = job_with_net(Net::Public);
+    let p = try_plan(&egress, 6, None, &[]).expect("a plan");
+    assert!(p.join_netns.is_some());
+    assert_eq!(p.short_of_real_use(), Vec::<&str>::new());
+}
+
+/// What the init stage of a shipped build checks: every layer left out shows in the plan's
+/// own steps, whatever `omit` says (a cgroup limit is the runner's to write, not a step).
+#[test]
+#[cfg_attr(not(feature = "test-hooks"), ignore = "needs the test-hooks feature")]
+fn every_layer_left_out_falls_short_of_real_use() {
+    for layer in Layer::ALL {
+        let mut p = plan_without(&[layer]);
+        // The record alone must not be what tells: clear it.
+        p.omit.clear();
+        let short = p.short_of_real_use();
+        let cgroup_only = matches!(layer, Layer::MemoryLimit | Layer::PidsLimit);
+        assert_eq!(
+            short.is_empty(),
+            cgroup_only,
+            "{layer:?}: {short:?} (a cgroup limit left out is a host-side setting)"
+        );
+        // The init stage of a shipped build refuses it; a test build runs it.
+        let refused = p.refused_without_hooks(false);
+        assert_eq!(refused.is_some(), !cgroup_only, "{layer:?}: {refused:?}");
+        assert!(refused.is_none_or(|why| why.contains(short[0])));
+        assert_eq!(p.refused_without_hooks(true), None);
+    }
+    assert_eq!(plan(24, true).refused_without_hooks(false), None);
+    // A plan that lost a step by mistake, with nothing in its record.
+    let mut lost = plan(24, true);
+    lost.landlock = None;
+    assert!(lost
+        .refused_without_hooks(false)
+        .is_some_and(|why| why.contains("landlock") && why.contains("test-hooks")));
 }
 
 #[test]

@@ -89,6 +89,11 @@ pub fn main() -> ! {
         Ok(p) => p,
         Err(e) => fail("read plan", e),
     };
+    // Only a test build (the layer matrix, the fault tests) runs a job with less than
+    // every layer; a shipped build refuses such a plan, however it came to be.
+    if let Some(why) = plan.refused_without_hooks(crate::fault::HOOKS) {
+        fail("read plan", why);
+    }
     // A: a job with egress joins the namespace the runner made and serves (its listeners
     // exist already, so the tool cannot race them); a `deny` job gets a new, empty one below.
     if let Some(netns) = plan.join_netns {
