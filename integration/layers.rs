@@ -1,6 +1,5 @@
-//! The layer matrix (issue 15): every attack class run with one layer of the sandbox left
-//! out at a time (`runner.omit_layers`, a test hook only a `test-hooks` build honours), in
-//! two parts:
+//! The layer matrix (issue 15): every attack class run with layers of the sandbox left out
+//! (`runner.omit_layers`, a test hook only a `test-hooks` build honours), in three parts:
 //!
 //! - **defence in depth**: Node's hardening on, one layer left out. Every attack must still
 //!   fail, except in the cells the README's table names.
@@ -8,12 +7,18 @@
 //!   and one OS layer more. A cell where the attack gets through shows the layer left out
 //!   is the only OS layer between that attack and the host; a cell where it still fails
 //!   shows the others hold it.
+//! - **alone** (`every_layer_alone`): each layer with every other left out (but what it
+//!   needs to exist: the root lives in the mount namespace, the preload in the root), run
+//!   against the attacks the README says it stops ([`meant_to_stop`]); each must hold. The
+//!   README's claims that do not hold alone are cells that must get through
+//!   ([`alone_gaps`]), with why.
 //!
 //! Every attack (`test-skills/layer-matrix/attack.js`) aims only at what this test made and
 //! owns: a canary file (0644) and folder (0777) in its own temporary folder, a canary
 //! `sleep` it started, a TCP listener on the host's loopback, an abstract and a path unix
-//! socket it bound, bounded bombs (512 MiB of memory, 200 threads; the cgroup's limit left
-//! out is raised to a safety net, not removed). Whether an attack got through is judged
+//! socket it bound, bounded bombs (512 MiB of memory, 200 processes or threads, each
+//! process a `sleep` of under a minute; the cgroup's limit left out is raised to a safety
+//! net, not removed). Whether an attack got through is judged
 //! from the host where it can be (the folder not empty, the process gone, a connection
 //! accepted) and from the tool's own report. A cell whose job did not run proves nothing
 //! and fails the test. `scripts/test-layers` runs this test and prints the matrix.
@@ -34,8 +39,14 @@ use std::time::Duration;
 const MIB: u64 = 1024 * 1024;
 /// The memory bombs stop here: four times the job's limit, far below the host's memory.
 const BOUND_BYTES: u64 = 512 * MIB;
-/// The thread bomb stops here: three times the pids limit (64).
-const BOUND_THREADS: u64 = 200;
+/// The process and thread bomb stops here: three times the pids limit (64).
+const BOUND_PIDS: u64 = 200;
+// A cgroup limit the matrix leaves out is raised to a safety net, not removed: far above
+// the bombs' own bounds, so a bomb stops at its bound and the host never meets it.
+const _: () = assert!(
+    BOUND_BYTES * 4 <= openvibe_skill_runner::plan::OMITTED_MEM_BYTES
+        && BOUND_PIDS * 16 <= openvibe_skill_runner::plan::OMITTED_PIDS_MAX
+);
 /// The canary process's command line marks it.
 const CANARY_SECONDS: &str = "86399";
 const JOB_PREFIX: &str = "itest-layers";
@@ -110,6 +121,8 @@ enum Part {
     Depth,
     /// Node's permission model and preload left out, and one OS layer more.
     NodeOff,
+    /// One layer alone: every other left out, but what it needs.
+    Alone,
 }
 
 impl Part {
@@ -117,10 +130,21 @@ impl Part {
         match self {
             Part::Depth => "left out",
             Part::NodeOff => "node off, left out",
+            Part::Alone => "alone",
         }
     }
 
-    /// The layers each part leaves out one at a time (`None`: only the part's own).
+    /// The letter in the cell's job id.
+    fn letter(self) -> &'static str {
+        match self {
+            Part::Depth => "a",
+            Part::NodeOff => "b",
+            Part::Alone => "c",
+        }
+    }
+
+    /// The layers the first two parts leave out one at a time (`None`: only the part's
+    /// own).
     fn layers(self) -> Vec<Option<Layer>> {
         let node = [Layer::NodePermission, Layer::Preload];
         std::iter::once(None)
@@ -133,14 +157,126 @@ impl Part {
             .collect()
     }
 
+    /// The layers a cell of this part leaves out, given its `layer`: the part's own and
+    /// that one (the first two parts), or every layer but that one and what it [`needs`]
+    /// (alone).
     fn omit(self, layer: Option<Layer>) -> Vec<Layer> {
         let mut omit = match self {
             Part::Depth => vec![],
             Part::NodeOff => vec![Layer::NodePermission, Layer::Preload],
+            Part::Alone => {
+                return Layer::ALL
+                    .into_iter()
+                    .filter(|l| Some(*l) != layer && !layer.is_some_and(|k| needs(k).contains(l)))
+                    .collect()
+            }
         };
         omit.extend(layer);
         omit
     }
+}
+
+/// What a layer cannot be without (the plan's implications, `plan::with_implied`, read
+/// backwards): the job's root is mounted in the mount namespace, and the preload confines
+/// loading to `/skill`, which only the root has. A layer alone keeps these.
+fn needs(layer: Layer) -> &'static [Layer] {
+    match layer {
+        Layer::Root => &[Layer::MountNamespace],
+        Layer::Preload => &[Layer::Root, Layer::MountNamespace],
+        _ => &[],
+    }
+}
+
+/// The attacks each layer is meant to stop on its own: the README's claims (the layer
+/// matrix's table, whose "none: …" lists name the layers that stop each attack; Runtime
+/// hardening for Node's permission model), as corrected by the alone cells. Each runs with
+/// that layer alone (and what it [`needs`]) and must hold.
+fn meant_to_stop(layer: Layer) -> &'static [Attack] {
+    use Attack::*;
+    match layer {
+        // Host files (every read outside /skill: /proc and /etc too), writes, workers and
+        // child processes.
+        Layer::NodePermission => &[
+            ReadHostFile,
+            WriteAnywhere,
+            Spawn,
+            SeeHostProcesses,
+            ExhaustPids,
+            ReadHostIdentity,
+        ],
+        // Code that is not in the scanned files (`vm`, `data:` imports, `_compile`): no
+        // attack class here; `codegen-routes` and `esm-url-tricks` prove it, since no other
+        // layer stops JavaScript that compiles code.
+        Layer::Preload => &[],
+        Layer::Root => &[
+            ReadHostFile,
+            WriteAnywhere,
+            ReachUnixSocket,
+            ReadHostIdentity,
+        ],
+        // Only the space the root is mounted in: alone it holds nothing (alone_gaps).
+        Layer::MountNamespace => &[],
+        Layer::PidNamespace => &[SignalHostProcess],
+        Layer::NetNamespace => &[ReachNetwork, ReachAbstractSocket],
+        Layer::Privileges => &[SignalHostProcess],
+        Layer::Landlock => &[
+            ReadHostFile,
+            WriteAnywhere,
+            SignalHostProcess,
+            ReachNetwork,
+            ReachAbstractSocket,
+        ],
+        Layer::ExecGate => &[Spawn],
+        Layer::Seccomp => &[WriteAnywhere, Spawn, ReachNetwork],
+        Layer::MemoryLimit => &[MemoryOffHeap],
+        Layer::PidsLimit => &[ExhaustPids],
+    }
+}
+
+/// The alone cells that must get through, each with why: what a layer does not do on its
+/// own although the README's table lists it among those that stop the attack (the other
+/// layers of the full sandbox are what make it hold there), and the mount namespace, which
+/// without the root has nothing mounted in it.
+fn alone_gaps(layer: Layer) -> &'static [(Attack, &'static str)] {
+    use Attack::*;
+    const NO_ROOT: &str = "the mount namespace alone mounts nothing: the job sees the host's tree";
+    match layer {
+        Layer::MountNamespace => &[
+            (ReadHostFile, NO_ROOT),
+            (WriteAnywhere, NO_ROOT),
+            (ReachUnixSocket, NO_ROOT),
+            (ReadHostIdentity, NO_ROOT),
+        ],
+        Layer::Root => &[(
+            SeeHostProcesses,
+            "the job's /proc is its pid namespace's: without that namespace (and as root, whom hidepid does not hide from) it shows the host's processes",
+        )],
+        Layer::Landlock => &[(
+            Spawn,
+            "landlock lets Node and its loader execute (the first exec needs them), so a child Node starts; seccomp and the exec gate are what stop it",
+        )],
+        _ => &[],
+    }
+}
+
+/// Why running `attack` with every other layer off is safe on a test host (`None`: not
+/// vetted, never run alone). Each is aimed only at what the test made, and bounded.
+fn safe_alone(attack: Attack) -> Option<&'static str> {
+    use Attack::*;
+    Some(match attack {
+        ReadHostFile => "reads the test's own canary file",
+        WriteAnywhere => "makes a folder in the test's own canary folder, which the test empties",
+        Spawn => "starts Node printing a mark, bounded at 5 s, in the job's cgroup",
+        SignalHostProcess => "SIGTERM to the test's own canary `sleep`, by its pid",
+        SeeHostProcesses => "reads the test's canary process's command line",
+        ReachNetwork | ReachAbstractSocket | ReachUnixSocket => {
+            "connects to the test's own listeners, within 2 s"
+        }
+        MemoryOffHeap => "512 MiB at most, under the 4 GiB safety net of a left-out memory limit",
+        ExhaustPids => "200 processes (a `sleep` of under a minute) or threads at most, within 12 s, under the 16384 safety net of a left-out pids limit, all in the job's cgroup, which is killed at its end",
+        ReadHostIdentity => "reads the host's boot id and machine id (read-only), which go no further than the test",
+        MemoryOnHeap | OutliveWallClock => return None,
+    })
 }
 
 /// The cells where the attack gets through, each with why; the README's table says the
@@ -174,6 +310,11 @@ struct Targets {
     abstract_name: String,
     tcp_port: u16,
     token: String,
+    /// The host's `sleep`, which the process bomb starts where it can.
+    sleep_path: PathBuf,
+    /// The process bomb's `sleep` duration: under a minute, and unique to this test (its
+    /// processes are known by it).
+    sleep_seconds: String,
     accepted: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -253,6 +394,11 @@ impl Targets {
             &accepted,
             &stop,
         ));
+        let sleep_path = ["/usr/bin/sleep", "/bin/sleep"]
+            .iter()
+            .map(PathBuf::from)
+            .find(|p| p.is_file())
+            .expect("the host has sleep (coreutils)");
         Targets {
             _dir: dir,
             canary_file,
@@ -263,6 +409,8 @@ impl Targets {
             abstract_name,
             tcp_port,
             token,
+            sleep_path,
+            sleep_seconds: format!("59.{}", std::process::id()),
             accepted,
             stop,
             threads,
@@ -280,8 +428,32 @@ impl Targets {
             "unix_path": self.unix_path,
             "token": self.token,
             "bound_bytes": BOUND_BYTES,
-            "bound_threads": BOUND_THREADS,
+            "bound_pids": BOUND_PIDS,
+            "sleep_path": self.sleep_path,
+            "sleep_seconds": self.sleep_seconds,
         })
+    }
+
+    /// The process bomb's `sleep`s still on the host, known by their unique duration.
+    fn sleeps_left(&self) -> usize {
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return 0;
+        };
+        entries
+            .filter_map(Result::ok)
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .bytes()
+                    .all(|b| b.is_ascii_digit())
+            })
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .filter(|c| {
+                c.split(|b| *b == 0)
+                    .nth(1)
+                    .is_some_and(|a| a == self.sleep_seconds.as_bytes())
+            })
+            .count()
     }
 
     /// Whether the canary process is gone (and a new one in its place if so).
@@ -350,6 +522,8 @@ struct Cell {
     through: bool,
     /// The error the attack met, or how its job ended.
     met: String,
+    /// The process bomb started processes (or met the pids limit), not threads.
+    processes: bool,
 }
 
 fn host_identity() -> Vec<String> {
@@ -384,10 +558,31 @@ fn run_cell(engine: &Engine, t: &mut Targets, id: &str, attack: Attack) -> Cell 
         reported || (attack.may_be_killed() && r["status"] != "internal"),
         "{id}: the cell proves nothing, its job did not run the attack: {r:#}"
     );
-    let met = match out["error"].as_str() {
-        Some(e) if reported => e.to_string(),
+    let met = match (attack, out["error"].as_str()) {
+        (Attack::ExhaustPids, e) if reported => format!(
+            "{} after {} {}",
+            e.unwrap_or("no error"),
+            out["started"],
+            out["mode"].as_str().unwrap_or("?")
+        ),
+        (_, Some(e)) if reported => e.to_string(),
         _ => status.clone(),
     };
+    if attack == Attack::ExhaustPids {
+        // Every process the bomb started died with its job's cgroup.
+        let mut left = t.sleeps_left();
+        for _ in 0..50 {
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+            left = t.sleeps_left();
+        }
+        assert_eq!(
+            left, 0,
+            "{id}: the process bomb's sleeps outlived the job: {r:#}"
+        );
+    }
     let accepted = t.accepted.load(Ordering::SeqCst) > accepted_before;
     let carries = |key: &str, mark: &str| {
         out[key]
@@ -406,7 +601,7 @@ fn run_cell(engine: &Engine, t: &mut Targets, id: &str, attack: Attack) -> Cell 
         Attack::MemoryOffHeap | Attack::MemoryOnHeap => {
             out["bytes"].as_u64().is_some_and(|b| b >= BOUND_BYTES)
         }
-        Attack::ExhaustPids => out["started"].as_u64().is_some_and(|n| n >= BOUND_THREADS),
+        Attack::ExhaustPids => out["started"].as_u64().is_some_and(|n| n >= BOUND_PIDS),
         Attack::OutliveWallClock => {
             status != "limit/wall" || r["wall_ms"].as_u64().is_none_or(|w| w > wall_ms + 3000)
         }
@@ -418,7 +613,11 @@ fn run_cell(engine: &Engine, t: &mut Targets, id: &str, attack: Attack) -> Cell 
             })
         }
     };
-    Cell { through, met }
+    Cell {
+        through,
+        met,
+        processes: reported && out["mode"] == "processes" || status == "limit/pids",
+    }
 }
 
 fn engine_without(state: &State, omit: Vec<Layer>) -> Engine {
@@ -431,33 +630,101 @@ fn engine_without(state: &State, omit: Vec<Layer>) -> Engine {
         .with_runner_executable(PathBuf::from(BIN))
 }
 
-#[test]
-fn every_layer_left_out_in_turn() {
-    require_host();
-    let _h = exclusive();
-    let state = State::new();
-    // The job's uid reaches its files under the state folder when the matrix leaves its
-    // root out (they are then on the host's tree).
-    std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o711))
-        .expect("chmod the state folder");
-    let mut t = Targets::new();
-    let mut lines = Vec::new();
-    let mut wrong = Vec::new();
-    // (part, layer, attack) -> through
-    let mut cells: Vec<(Part, Option<Layer>, Attack, Cell)> = Vec::new();
-    for part in [Part::Depth, Part::NodeOff] {
-        for layer in part.layers() {
-            let engine = engine_without(&state, part.omit(layer));
-            for attack in ATTACKS {
+/// The host, the state folder and the targets one part of the matrix runs against.
+struct Bench {
+    state: State,
+    targets: Targets,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        require_host();
+        let state = State::new();
+        // The job's uid reaches its files under the state folder when the matrix leaves its
+        // root out (they are then on the host's tree).
+        std::fs::set_permissions(state.path(), std::fs::Permissions::from_mode(0o711))
+            .expect("chmod the state folder");
+        Bench {
+            state,
+            targets: Targets::new(),
+        }
+    }
+
+    fn run(&mut self, part: Part, layer: Option<Layer>, attacks: &[Attack]) -> Vec<Cell> {
+        let engine = engine_without(&self.state, part.omit(layer));
+        attacks
+            .iter()
+            .map(|attack| {
                 let id = format!(
                     "{JOB_PREFIX}-{}-{}-{}",
-                    if part == Part::Depth { "a" } else { "b" },
+                    part.letter(),
                     layer.map_or("none", Layer::as_str),
                     attack.name()
                 );
-                let cell = run_cell(&engine, &mut t, &id, attack);
-                cells.push((part, layer, attack, cell));
-            }
+                run_cell(&engine, &mut self.targets, &id, *attack)
+            })
+            .collect()
+    }
+
+    /// Prints the part's lines (and writes them where `scripts/test-layers` reads them),
+    /// checks the host is as it was, and fails on any cell that differs from the README.
+    fn finish(self, file: &str, lines: &[String], wrong: &[String]) {
+        let table = lines.join("\n");
+        println!("layer matrix (part, layer, attack, outcome, stopped by):\n{table}");
+        if let Ok(dir) = std::env::var("LAYER_MATRIX_DIR") {
+            std::fs::write(PathBuf::from(dir).join(file), format!("{table}\n"))
+                .expect("write the matrix");
+        }
+        let Bench { state, targets } = self;
+        drop(targets);
+        state.assert_clean();
+        assert_host_clean(JOB_PREFIX);
+        assert!(
+            wrong.is_empty(),
+            "cells that differ from the README's table:\n{}",
+            wrong.join("\n")
+        );
+    }
+}
+
+/// One printed cell: the part, the layer (left out, or alone), the attack, the outcome and
+/// the layer that stopped it.
+fn line(part: Part, layer: Option<Layer>, attack: &str, outcome: &str, stopped_by: &str) -> String {
+    format!(
+        "{:<20} {:<16} {attack:<22} {outcome:<60} stopped by: {stopped_by}",
+        part.label(),
+        layer.map_or("nothing", Layer::as_str),
+    )
+}
+
+/// A cell's outcome against what was expected (`Some(why)`: through, for that reason), and
+/// whether it differs.
+fn judge(cell: &Cell, expected: Option<&str>) -> (String, bool) {
+    let outcome = match (cell.through, expected) {
+        (false, None) => format!("held ({})", cell.met),
+        (true, Some(why)) => format!("through, as documented: {why}"),
+        (true, None) => format!("GOT THROUGH ({})", cell.met),
+        (false, Some(why)) => format!("held, but expected through ({why}) ({})", cell.met),
+    };
+    (outcome, cell.through != expected.is_some())
+}
+
+#[test]
+fn every_layer_left_out_in_turn() {
+    let _h = exclusive();
+    let mut bench = Bench::new();
+    let mut lines = Vec::new();
+    let mut wrong = Vec::new();
+    let mut cells: Vec<(Part, Option<Layer>, Attack, Cell)> = Vec::new();
+    for part in [Part::Depth, Part::NodeOff] {
+        for layer in part.layers() {
+            let run = bench.run(part, layer, &ATTACKS);
+            cells.extend(
+                ATTACKS
+                    .into_iter()
+                    .zip(run)
+                    .map(|(attack, cell)| (part, layer, attack, cell)),
+            );
         }
     }
     let through = |part: Part, layer: Option<Layer>, attack: Attack| {
@@ -486,16 +753,10 @@ fn every_layer_left_out_in_turn() {
                 "node hardening (permission model, preload)".to_string()
             }
             Part::Depth => format!("node hardening and {os}"),
-            Part::NodeOff => os,
+            _ => os,
         };
-        let expected = expected_through(part, layer, attack);
-        let outcome = match (cell.through, expected) {
-            (false, None) => format!("held ({})", cell.met),
-            (true, Some(why)) => format!("through, as documented: {why}"),
-            (true, None) => format!("GOT THROUGH ({})", cell.met),
-            (false, Some(why)) => format!("held, but expected through ({why}) ({})", cell.met),
-        };
-        if cell.through != expected.is_some() {
+        let (outcome, differs) = judge(cell, expected_through(part, layer, attack));
+        if differs {
             wrong.push(format!(
                 "{} {} / {}: {outcome}",
                 part.label(),
@@ -503,25 +764,84 @@ fn every_layer_left_out_in_turn() {
                 attack.name()
             ));
         }
-        lines.push(format!(
-            "{:<20} {:<16} {:<22} {:<60} stopped by: {stopped_by}",
-            part.label(),
-            layer.map_or("nothing", Layer::as_str),
-            attack.name(),
-            outcome
-        ));
+        lines.push(line(part, layer, attack.name(), &outcome, &stopped_by));
     }
-    let table = lines.join("\n");
-    println!("layer matrix (part, layer left out, attack, outcome, stopped by):\n{table}");
-    if let Ok(path) = std::env::var("LAYER_MATRIX_OUT") {
-        std::fs::write(&path, format!("{table}\n")).expect("write the matrix");
+    bench.finish("left-out", &lines, &wrong);
+}
+
+#[test]
+fn every_layer_alone() {
+    let _h = exclusive();
+    // Every attack run alone was checked to be safe with the rest of the sandbox off.
+    for layer in Layer::ALL {
+        let gaps = alone_gaps(layer).iter().map(|(a, _)| *a);
+        for attack in meant_to_stop(layer).iter().copied().chain(gaps) {
+            assert!(
+                safe_alone(attack).is_some(),
+                "{} alone / {}: not vetted as safe to run with the other layers off",
+                layer.as_str(),
+                attack.name()
+            );
+        }
     }
-    drop(t);
-    state.assert_clean();
-    assert_host_clean(JOB_PREFIX);
-    assert!(
-        wrong.is_empty(),
-        "cells that differ from the README's table:\n{}",
-        wrong.join("\n")
-    );
+    let mut bench = Bench::new();
+    let mut lines = Vec::new();
+    let mut wrong = Vec::new();
+    for layer in Layer::ALL {
+        let gaps = alone_gaps(layer);
+        let attacks: Vec<Attack> = meant_to_stop(layer)
+            .iter()
+            .copied()
+            .chain(gaps.iter().map(|(a, _)| *a))
+            .collect();
+        if attacks.is_empty() {
+            lines.push(line(
+                Part::Alone,
+                Some(layer),
+                "-",
+                "no cell: none of the matrix's attacks is this layer's (see the README)",
+                "-",
+            ));
+            continue;
+        }
+        let run = bench.run(Part::Alone, Some(layer), &attacks);
+        for (attack, cell) in attacks.into_iter().zip(run) {
+            let expected = gaps.iter().find(|(a, _)| *a == attack).map(|(_, why)| *why);
+            let (mut outcome, mut differs) = judge(&cell, expected);
+            if layer == Layer::PidsLimit && attack == Attack::ExhaustPids && !cell.processes {
+                // Threads meet the memory and descriptor limits first: only processes
+                // show the pids limit holding.
+                differs = true;
+                outcome = format!("{outcome}, but with threads: the pids limit not shown");
+            }
+            if differs {
+                wrong.push(format!(
+                    "alone {} / {}: {outcome}",
+                    layer.as_str(),
+                    attack.name()
+                ));
+            }
+            let stopped_by = match needs(layer) {
+                _ if cell.through => "-".to_string(),
+                [] => layer.as_str().to_string(),
+                needed => format!(
+                    "{} (in the {} it needs)",
+                    layer.as_str(),
+                    needed
+                        .iter()
+                        .map(|l| l.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            };
+            lines.push(line(
+                Part::Alone,
+                Some(layer),
+                attack.name(),
+                &outcome,
+                &stopped_by,
+            ));
+        }
+    }
+    bench.finish("alone", &lines, &wrong);
 }

@@ -53,6 +53,30 @@ function connect(options) {
   });
 }
 
+// Starts the host's `sleep` (its path and a duration under a minute in the input), with no
+// descriptors; resolves with the child once it runs ('spawn'), or the error it met (thrown
+// at once, or emitted), or 'timeout' after 5 s (with the child, to be ended).
+function startProcess() {
+  return new Promise((resolve) => {
+    let child;
+    try {
+      child = require('child_process').spawn(input.sleep_path, [input.sleep_seconds], { stdio: 'ignore' });
+    } catch (e) {
+      resolve({ error: code(e) });
+      return;
+    }
+    const timer = setTimeout(() => resolve({ child, error: 'timeout' }), 5000);
+    child.once('spawn', () => {
+      clearTimeout(timer);
+      resolve({ child, error: null });
+    });
+    child.once('error', (e) => {
+      clearTimeout(timer);
+      resolve({ error: code(e) });
+    });
+  });
+}
+
 const attacks = {
   // Read a secret file the test wrote on the host (mode 0644: the uid alone does not stop it).
   read_host_file() {
@@ -136,12 +160,37 @@ const attacks = {
     }
     done({ bytes, arrays: held.length });
   },
-  // Threads: worker threads, each waited for until it runs, up to a bound.
+  // Processes and threads up to a bound (input.bound_pids): processes where a first one
+  // starts (a host program, `sleep` with a bounded duration, no descriptors, little
+  // memory: only the pids limit stops these), else worker threads (which meet the memory
+  // limit and the descriptor limit first). Each waited for until it runs, within 5 s; no
+  // more started after 12 s; every one ended before the report (and the job's cgroup is
+  // killed at its end anyway).
   async exhaust_pids() {
+    const deadline = Date.now() + 12000;
+    const first = await startProcess();
+    if (first.child && !first.error) {
+      const children = [first.child];
+      let error = null;
+      while (children.length < input.bound_pids && Date.now() < deadline) {
+        const next = await startProcess();
+        if (next.child) children.push(next.child);
+        if (next.error) {
+          error = next.error;
+          break;
+        }
+      }
+      const started = children.length - (error === 'timeout' ? 1 : 0);
+      for (const c of children) c.kill('SIGKILL');
+      done({ mode: 'processes', started, error });
+      return;
+    }
+    if (first.child) first.child.kill('SIGKILL');
     const { Worker } = require('worker_threads');
     const workers = [];
+    let started = 0;
     let error = null;
-    for (let i = 0; i < input.bound_threads && error === null; i++) {
+    while (started < input.bound_pids && error === null && Date.now() < deadline) {
       try {
         const w = new Worker(__filename, {
           argv: ['idle'],
@@ -153,13 +202,13 @@ const attacks = {
           w.once('error', (e) => resolve(code(e)));
           setTimeout(() => resolve('timeout'), 5000);
         });
+        if (error === null) started++;
       } catch (e) {
         error = code(e);
       }
     }
-    const started = workers.length - (error === null ? 0 : 1);
     await Promise.all(workers.map((w) => w.terminate().catch(() => {})));
-    done({ started, error });
+    done({ mode: 'threads', process_error: first.error, started, error });
   },
   // Outlive the wall clock: ignore SIGTERM and spin.
   outlive_wall_clock() {

@@ -48,7 +48,8 @@ pub enum CgroupError {
     },
     #[error(
         "processes {pids:?} were still in job cgroup {path} {waited_ms} ms after SIGKILL; \
-         they may be stuck in the kernel (check /proc/<pid>/stack); the cgroup is left in place"
+         they may be stuck in the kernel (check /proc/<pid>/stack); the runner keeps killing \
+         them and removes the cgroup once they are gone"
     )]
     KillTimeout {
         path: PathBuf,
@@ -89,7 +90,12 @@ impl CgroupError {
                 fix.clone()
             }
             CgroupError::Io { hint, .. } => (*hint).to_owned(),
-            CgroupError::KillTimeout { .. } | CgroupError::RemoveBusy { .. } => {
+            CgroupError::KillTimeout { .. } => {
+                "if the cgroup named above is still there a minute later, inspect its processes \
+                 and remove it by hand"
+                    .into()
+            }
+            CgroupError::RemoveBusy { .. } => {
                 "inspect the cgroup named above and remove it by hand".into()
             }
             CgroupError::InvalidName { .. }

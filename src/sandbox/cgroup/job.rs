@@ -70,7 +70,7 @@ impl JobCgroup {
         self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
     }
 
-    /// Kill every process of the job and wait (at most a second) until none is left.
+    /// Kill every process of the job and wait (at most `KILL_TIMEOUT`) until none is left.
     pub fn kill_all(&self) -> Result<(), CgroupError> {
         let kernel = self.host.kernel.as_ref();
         let backend = self.host.backend.as_ref();
@@ -141,8 +141,8 @@ impl JobCgroup {
         self.destroy()
     }
 
-    /// [`JobCgroup::remove`] on a thread where blocking belongs (it sleeps: up to a second
-    /// of killing and a second of rmdir retries), never on an async worker.
+    /// [`JobCgroup::remove`] on a thread where blocking belongs (it sleeps: up to
+    /// `KILL_TIMEOUT` of killing and a second of rmdir retries), never on an async worker.
     pub async fn remove_blocking(self) -> Result<(), CgroupError> {
         let name = self.name.clone();
         tokio::task::spawn_blocking(move || self.remove())
@@ -169,8 +169,20 @@ impl JobCgroup {
         }
     }
 
+    /// Kills and removes. When the processes outlast the kill's bound, the error says so
+    /// and the cgroup is handed to [`JobCgroup::remove_late`], which removes it once they
+    /// are gone: a slow kill must not leave an empty job cgroup behind.
     fn destroy(&self) -> Result<(), CgroupError> {
-        self.kill_all()?;
+        if let Err(err) = self.kill_all() {
+            if matches!(err, CgroupError::KillTimeout { .. }) {
+                self.remove_late();
+            }
+            return Err(err);
+        }
+        self.rmdir_all()
+    }
+
+    fn rmdir_all(&self) -> Result<(), CgroupError> {
         let mut first_error = None;
         for dir in &self.dirs {
             if let Err(err) = self.rmdir_retrying(dir) {
@@ -178,6 +190,40 @@ impl JobCgroup {
             }
         }
         first_error.map_or(Ok(()), Err)
+    }
+
+    /// On a thread of its own: keep killing for up to `LATE_REMOVAL_TIMEOUT`, then remove
+    /// the cgroup once it is empty; what still fails is logged as left behind.
+    fn remove_late(&self) {
+        let late = self.view();
+        let spawned = thread::Builder::new()
+            .name("cgroup-late-removal".to_owned())
+            .spawn(move || {
+                let started = Instant::now();
+                let killed = loop {
+                    match late.kill_all() {
+                        Ok(()) => break Ok(()),
+                        Err(err) if started.elapsed() >= LATE_REMOVAL_TIMEOUT => break Err(err),
+                        // Survivors after another KILL_TIMEOUT of killing: again, until
+                        // the late bound.
+                        Err(CgroupError::KillTimeout { .. }) => {}
+                        Err(err) => break Err(err),
+                    }
+                };
+                match killed.and_then(|()| late.rmdir_all()) {
+                    Ok(()) => tracing::info!(
+                        job = %late.name,
+                        waited_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                        "job cgroup removed after its processes outlasted the kill's bound"
+                    ),
+                    Err(err) => {
+                        tracing::error!(job = %late.name, %err, "job cgroup left behind")
+                    }
+                }
+            });
+        if let Err(err) = spawned {
+            tracing::error!(job = %self.name, %err, "cannot start the thread that removes a job cgroup whose processes outlasted the kill: it is left behind");
+        }
     }
 
     fn rmdir_retrying(&self, dir: &Path) -> Result<(), CgroupError> {

@@ -24,6 +24,9 @@ struct FakeKernel {
     /// The thread of each kill and each rmdir: blocking work must not run on an async
     /// worker.
     threads: Mutex<Vec<std::thread::ThreadId>>,
+    /// A killed process leaves its cgroup only this long after the first SIGKILL, as a
+    /// process that takes long to be scheduled on a loaded host does (`None`: at once).
+    slow_death: Mutex<Option<(Duration, Option<std::time::Instant>)>>,
 }
 
 fn os_err(errno: i32) -> io::Error {
@@ -257,6 +260,14 @@ impl Kernel for FakeKernel {
         if let Ok(mut killed) = self.killed.lock() {
             killed.push(pid);
         }
+        if let Ok(mut slow) = self.slow_death.lock() {
+            if let Some((delay, first)) = slow.as_mut() {
+                let first = *first.get_or_insert_with(std::time::Instant::now);
+                if first.elapsed() < *delay {
+                    return Ok(());
+                }
+            }
+        }
         for file in procs_files {
             if let Some(dir) = file.parent() {
                 self.remove_pid_everywhere(dir, &pid.to_string())?;
@@ -424,6 +435,7 @@ impl FakeHost {
             writes: Mutex::new(Vec::new()),
             killed: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
+            slow_death: Mutex::new(None),
         });
         FakeHost {
             dir,
@@ -1365,6 +1377,68 @@ fn v2_kill_all_writes_cgroup_kill_then_kills_the_rest() {
         fake.kernel.written(&dir.join("cgroup.freeze")),
         vec!["1".to_owned(), "0".to_owned()]
     );
+}
+
+/// A job whose processes die only `delay` after the first SIGKILL (the fake's slow death).
+fn slowly_dying_job(fake: &FakeHost, host: &CgroupHost, name: &str, delay: Duration) -> JobCgroup {
+    *fake.kernel.slow_death.lock().expect("lock") = Some((delay, None));
+    let job = host.create_job(name, &limits(32 * MIB, 8)).expect("job");
+    // Far above pid_max: even a real kill could not hit anyone.
+    job.add_process(1 << 30).expect("add");
+    job
+}
+
+#[test]
+fn processes_that_die_after_a_second_and_a_half_are_killed_and_the_cgroup_removed() {
+    for fake in [
+        FakeHost::hybrid(true),
+        FakeHost::v2("0::/\n", "memory pids", "memory pids"),
+    ] {
+        let host = fake.detect(None).expect("detect");
+        let job = slowly_dying_job(&fake, &host, "slow", Duration::from_millis(1500));
+        let started = std::time::Instant::now();
+        job.kill_all()
+            .expect("a kill that takes 1.5 s is within the bound");
+        assert!(started.elapsed() >= Duration::from_millis(1500));
+        assert!(job.pids().expect("pids").is_empty());
+        job.remove().expect("remove");
+        assert!(host.leftovers().expect("leftovers").is_empty());
+
+        // The same through a removal alone, as the engine's last step does it.
+        let job = slowly_dying_job(&fake, &host, "slow-remove", Duration::from_millis(1500));
+        job.remove().expect("remove");
+        assert!(host.leftovers().expect("leftovers").is_empty());
+    }
+}
+
+#[test]
+fn processes_that_outlast_the_kill_bound_are_removed_once_gone() {
+    let fake = FakeHost::v2("0::/\n", "memory pids", "memory pids");
+    let host = fake.detect(None).expect("detect");
+    let job = slowly_dying_job(
+        &fake,
+        &host,
+        "late",
+        KILL_TIMEOUT + Duration::from_millis(500),
+    );
+    let started = std::time::Instant::now();
+    let err = job.remove().expect_err("the kill outlasts its bound");
+    assert!(matches!(err, CgroupError::KillTimeout { .. }), "{err}");
+    assert!(
+        err.to_string()
+            .contains("removes the cgroup once they are gone"),
+        "{err}"
+    );
+    // Still there while its process lives; removed, by the late removal, once it is gone.
+    let gone = wait_until(KILL_TIMEOUT * 2, || {
+        host.leftovers().is_ok_and(|left| left.is_empty())
+    });
+    assert!(
+        gone,
+        "the job cgroup is left behind: {:?}",
+        host.leftovers()
+    );
+    assert!(started.elapsed() >= KILL_TIMEOUT + Duration::from_millis(500));
 }
 
 #[test]
