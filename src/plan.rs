@@ -29,9 +29,9 @@ pub const LD_CACHE: &str = "/etc/ld.so.cache";
 /// (every destination is local there), but the answer to a query comes from the address the
 /// kernel picks for the reply, 127.0.0.1, and glibc's resolver accepts only an answer from
 /// the address it asked.
-pub const RESOLV_CONF: &str = "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n";
+pub const JOB_RESOLV_CONF_TEXT: &str = "nameserver 127.0.0.1\noptions timeout:2 attempts:2\n";
 /// The job's hosts file: only its own loopback names.
-pub const HOSTS: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n";
+pub const JOB_HOSTS_TEXT: &str = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost\n";
 /// The TCP port of the DNS responder (DNS over TCP, for long answers).
 pub const DNS_PORT: u16 = 53;
 /// Room in the job's root tmpfs besides the skill's files and the preload: mount points.
@@ -506,11 +506,11 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
             vec![
                 PlanFile {
                     name: "resolv.conf".into(),
-                    bytes: RESOLV_CONF.as_bytes().to_vec(),
+                    bytes: JOB_RESOLV_CONF_TEXT.as_bytes().to_vec(),
                 },
                 PlanFile {
                     name: "hosts".into(),
-                    bytes: HOSTS.as_bytes().to_vec(),
+                    bytes: JOB_HOSTS_TEXT.as_bytes().to_vec(),
                 },
             ],
             ports,

@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The host's resolver configuration (a host path), used when `runner.dns_servers` is
-/// empty. Not the job's own resolv.conf, which is `plan::RESOLV_CONF`.
+/// empty. Not the job's own resolv.conf, which is `plan::JOB_RESOLV_CONF_TEXT`.
 pub const HOST_RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// A resolver, or why there is none.

@@ -492,7 +492,7 @@ fn egress_joins_the_runners_namespace_with_its_resolver() {
             ROOT_TMPFS_SLACK
                 + 1
                 + p.preload.bytes.len() as u64
-                + (RESOLV_CONF.len() + HOSTS.len()) as u64
+                + (JOB_RESOLV_CONF_TEXT.len() + JOB_HOSTS_TEXT.len()) as u64
         );
     }
 }

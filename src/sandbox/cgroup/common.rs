@@ -44,7 +44,7 @@ impl CgroupMount {
 
     /// The directory of cgroup `path` (as `/proc/self/cgroup` writes it) in this mount, when
     /// the mount shows it.
-    pub fn resolve(&self, fs_root: &Path, path: &str) -> Option<PathBuf> {
+    pub fn dir_of_cgroup(&self, fs_root: &Path, path: &str) -> Option<PathBuf> {
         if !is_clean_absolute(path) {
             return None;
         }

@@ -604,20 +604,24 @@ fn mountinfo_handles_optional_fields_escapes_and_subtree_roots() {
     assert!(m.has_controller("memory"));
     let root = Path::new("/fake");
     assert_eq!(
-        m.resolve(root, "/docker/abc/x"),
+        m.dir_of_cgroup(root, "/docker/abc/x"),
         Some(PathBuf::from("/fake/sys/fs/cgroup/my memory/x"))
     );
     assert_eq!(
-        m.resolve(root, "/docker/abc"),
+        m.dir_of_cgroup(root, "/docker/abc"),
         Some(PathBuf::from("/fake/sys/fs/cgroup/my memory/"))
     );
     assert_eq!(
-        m.resolve(root, "/docker/abcd"),
+        m.dir_of_cgroup(root, "/docker/abcd"),
         None,
         "prefix must end at a component"
     );
-    assert_eq!(m.resolve(root, "/other"), None);
-    assert_eq!(m.resolve(root, "/docker/abc/../x"), None, "no .. ever");
+    assert_eq!(m.dir_of_cgroup(root, "/other"), None);
+    assert_eq!(
+        m.dir_of_cgroup(root, "/docker/abc/../x"),
+        None,
+        "no .. ever"
+    );
 }
 
 #[test]

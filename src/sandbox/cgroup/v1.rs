@@ -162,7 +162,7 @@ fn place_one(
     };
     let dir = candidates
         .iter()
-        .find_map(|m| m.resolve(view.fs_root, &cgroup_path))
+        .find_map(|m| m.dir_of_cgroup(view.fs_root, &cgroup_path))
         .ok_or_else(|| {
             Unplaced::Failed(CgroupError::Placement {
                 detail: format!(

@@ -45,7 +45,7 @@ pub(crate) fn place(
     let (parent, placement) = if let Some(configured) = view.parent_override {
         let cgroup_path = override_cgroup_path(configured, &[mount])?;
         let dir = mount
-            .resolve(view.fs_root, &cgroup_path)
+            .dir_of_cgroup(view.fs_root, &cgroup_path)
             .ok_or_else(|| invisible(&cgroup_path, mount))?;
         create_parent(kernel, &dir)?;
         (dir, "configured parent".to_owned())
@@ -111,7 +111,7 @@ fn choose(
         return place_below_root(view, &mount_dir, None, kernel);
     }
     let own_dir = mount
-        .resolve(view.fs_root, own)
+        .dir_of_cgroup(view.fs_root, own)
         .ok_or_else(|| invisible(own, mount))?;
     let (delegated, moved) = delegated_dir(&own_dir);
     let usable = delegation_problem(view, &delegated, moved);
@@ -120,7 +120,7 @@ fn choose(
         (Err(_), Some(systemd)) => {
             let (unit, scope) = systemd.start_scope(view.self_pid)?;
             let scope_dir = mount
-                .resolve(view.fs_root, &scope)
+                .dir_of_cgroup(view.fs_root, &scope)
                 .ok_or_else(|| invisible(&scope, mount))?;
             // The scope holds only the runner, and systemd delegated it: every check of a
             // delegated cgroup applies, and a failure is reported as such.
