@@ -7,6 +7,7 @@
 //! input corrupted in the plan ([`inject`]). Tests check the plan, not the kernel.
 
 mod faults;
+mod real_use;
 pub mod ruleset;
 
 pub use self::faults::{inject, refused_seccomp_program, NGROUPS_MAX};
@@ -215,59 +216,6 @@ impl Plan {
     /// say it, and the init stage never asks).
     pub fn omits(&self, layer: Layer) -> bool {
         self.omit.contains(&layer)
-    }
-
-    /// What this plan lacks of every layer a job in real use gets, read from its steps
-    /// (not from `omit` or `fault`): empty for every plan [`build`] makes outside the
-    /// layer matrix and the fault tests. The init stage of a build without the
-    /// `test-hooks` feature refuses a plan with anything here, so a step a plan lost by
-    /// mistake fails the job instead of running it with less.
-    pub fn short_of_real_use(&self) -> Vec<&'static str> {
-        let mut short = Vec::new();
-        let has = |flag: i32| self.unshare & flag == flag;
-        let net_ns = has(libc::CLONE_NEWNET) || self.join_netns.is_some();
-        for (ok, what) in [
-            (has(libc::CLONE_NEWNS), "a mount namespace"),
-            (has(libc::CLONE_NEWPID), "a pid namespace"),
-            (net_ns, "a network namespace"),
-            (
-                has(libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP),
-                "ipc, uts and cgroup namespaces",
-            ),
-            (self.root_steps == RootSteps::Enter, "the job's own root"),
-            (
-                self.privileges
-                    .as_ref()
-                    .is_some_and(|p| p.groups.is_empty()),
-                "an unprivileged identity without groups",
-            ),
-            (self.landlock.is_some(), "landlock"),
-            (self.exec_gate == ExecGateStep::HandOver, "the exec gate"),
-            (self.seccomp.is_some(), "seccomp"),
-            (
-                self.argv.iter().any(|a| a == "--permission"),
-                "Node's permission model",
-            ),
-            (self.argv.iter().any(|a| is_preload_flag(a)), "the preload"),
-            (self.fault.is_none() && self.omit.is_empty(), "no test hook"),
-        ] {
-            if !ok {
-                short.push(what);
-            }
-        }
-        short
-    }
-
-    /// Why the init stage refuses this plan: one short of real use ([`Self::short_of_real_use`])
-    /// in a build without the test hooks (`hooks` false). `None`: it runs.
-    pub fn refused_without_hooks(&self, hooks: bool) -> Option<String> {
-        let short = self.short_of_real_use();
-        (!hooks && !short.is_empty()).then(|| {
-            format!(
-                "the plan lacks {}, which only a test build (feature test-hooks) runs; refusing",
-                short.join(", ")
-            )
-        })
     }
 }
 
