@@ -8,7 +8,7 @@
 use libfuzzer_sys::fuzz_target;
 use openvibe_skill_runner::job::{self, Bounds, Net};
 use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
-use openvibe_skill_runner::skill::{self, RunRequest, SkillError};
+use openvibe_skill_runner::cli::skill::{self, RunRequest, SkillError};
 use openvibe_skill_runner_fuzz::assert_valid_job;
 use serde_json::{Map, Value};
 use std::path::Path;
