@@ -10,7 +10,7 @@
 //! Usage: seed-corpus <test-skills folder> <corpus folder>
 
 use openvibe_skill_runner::json_text::{DuplicateKeys, JsonText};
-use openvibe_skill_runner::skill::{self, RunRequest};
+use openvibe_skill_runner::cli::skill::{self, RunRequest};
 use serde_json::{Map, Value};
 use std::fs;
 use std::path::{Path, PathBuf};
