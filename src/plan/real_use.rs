@@ -1,8 +1,14 @@
 //! What a plan in real use has, read from its steps: the init stage of a build without
 //! the `test-hooks` feature refuses a plan short of it, so a step a plan lost by mistake
 //! fails the job instead of running it with less.
+//!
+//! The steps are the init stage's own, the OS layers. Node's permission model and the
+//! preload are Node's flags, not steps, and are not part of it: a shipped engine can run
+//! the test-only Node without its hardening (`Engine::with_node_hardening(false)`), which
+//! the exec gate's JavaScript test does in the VM guests, whose binary has no test hooks.
 
-use super::{is_preload_flag, ExecGateStep, Plan, RootSteps};
+use super::{ExecGateStep, Plan, RootSteps};
+use crate::fault::Layer;
 
 impl Plan {
     /// What this plan lacks of every layer a job in real use gets, read from its steps
@@ -33,11 +39,13 @@ impl Plan {
             (self.exec_gate == ExecGateStep::HandOver, "the exec gate"),
             (self.seccomp.is_some(), "seccomp"),
             (
-                self.argv.iter().any(|a| a == "--permission"),
-                "Node's permission model",
+                self.fault.is_none()
+                    && self
+                        .omit
+                        .iter()
+                        .all(|l| matches!(l, Layer::NodePermission | Layer::Preload)),
+                "no test hook",
             ),
-            (self.argv.iter().any(|a| is_preload_flag(a)), "the preload"),
-            (self.fault.is_none() && self.omit.is_empty(), "no test hook"),
         ] {
             if !ok {
                 short.push(what);

@@ -143,7 +143,8 @@ fn a_plan_in_real_use_leaves_nothing_out() {
 }
 
 /// What the init stage of a shipped build checks: every layer left out shows in the plan's
-/// own steps, whatever `omit` says (a cgroup limit is the runner's to write, not a step).
+/// own steps, whatever `omit` says (a cgroup limit is the runner's to write and Node's
+/// hardening is Node's flags: neither is a step).
 #[test]
 #[cfg_attr(not(feature = "test-hooks"), ignore = "needs the test-hooks feature")]
 fn every_layer_left_out_falls_short_of_real_use() {
@@ -152,19 +153,28 @@ fn every_layer_left_out_falls_short_of_real_use() {
         // The record alone must not be what tells: clear it.
         p.omit.clear();
         let short = p.short_of_real_use();
-        let cgroup_only = matches!(layer, Layer::MemoryLimit | Layer::PidsLimit);
+        // A cgroup limit is the runner's to write, Node's hardening is Node's flags: neither
+        // is a step of the init stage.
+        let not_a_step = matches!(
+            layer,
+            Layer::MemoryLimit | Layer::PidsLimit | Layer::NodePermission | Layer::Preload
+        );
         assert_eq!(
             short.is_empty(),
-            cgroup_only,
-            "{layer:?}: {short:?} (a cgroup limit left out is a host-side setting)"
+            not_a_step,
+            "{layer:?}: {short:?} (not a step of the init stage)"
         );
         // The init stage of a shipped build refuses it; a test build runs it.
         let refused = p.refused_without_hooks(false);
-        assert_eq!(refused.is_some(), !cgroup_only, "{layer:?}: {refused:?}");
+        assert_eq!(refused.is_some(), !not_a_step, "{layer:?}: {refused:?}");
         assert!(refused.is_none_or(|why| why.contains(short[0])));
         assert_eq!(p.refused_without_hooks(true), None);
     }
     assert_eq!(plan(24, true).refused_without_hooks(false), None);
+    // The test-only Node without its hardening, as the exec gate's JavaScript test runs it
+    // on a shipped build: its record names Node's layers only, and it runs.
+    let unhardened = plan_without(&[Layer::NodePermission, Layer::Preload]);
+    assert_eq!(unhardened.refused_without_hooks(false), None);
     // A plan that lost a step by mistake, with nothing in its record.
     let mut lost = plan(24, true);
     lost.landlock = None;
