@@ -6,7 +6,7 @@ use crate::engine::Engine;
 use crate::job::Net;
 use crate::runtime;
 use crate::sandbox::cgroup::CgroupHost;
-use crate::sandbox::{fixes, landlock, seccomp, Layers};
+use crate::sandbox::{fixes, seccomp, Layers};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -65,7 +65,7 @@ fn checks(config: &Config) -> Vec<Check> {
         format!(
             "ABI {} ({})",
             l.landlock_abi,
-            landlock::features(l.landlock_abi).join(", ")
+            crate::plan::ruleset::features(l.landlock_abi).join(", ")
         ),
         Some(fixes::LANDLOCK.into()),
     ));

@@ -470,7 +470,7 @@ fn remove_job_dir(dir: &Path) -> std::io::Result<()> {
 /// Landlock's reach on this host, for `doctor` and `/v1/info`.
 pub fn landlock_summary() -> (i32, Vec<&'static str>) {
     let abi = landlock::kernel_abi();
-    (abi, landlock::features(abi))
+    (abi, crate::plan::ruleset::features(abi))
 }
 
 #[cfg(test)]

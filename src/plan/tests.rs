@@ -890,3 +890,13 @@ fn the_plan_reads_back_from_its_json() {
     let typo = r#"{"path":"/x","access":["read_fiel"]}"#;
     assert!(serde_json::from_str::<PathRule>(typo).is_err());
 }
+
+/// What doctor and /v1/info say landlock restricts for a kernel ABI: the plan's decisions.
+#[test]
+fn landlock_features_follow_the_plans_abi() {
+    use crate::plan::ruleset::features;
+    assert!(features(0).is_empty());
+    assert_eq!(features(3), vec!["filesystem"]);
+    assert_eq!(features(4).len(), 2);
+    assert_eq!(features(7).len(), 3);
+}

@@ -3,7 +3,7 @@
 //! decided here. The running kernel's ABI must be at least the plan's, and the ruleset must
 //! report itself fully enforced, or the job does not run.
 
-use crate::plan::ruleset::{self, FsAccess, LandlockPlan, NetAccess, Scope as PlanScope};
+use crate::plan::ruleset::{FsAccess, LandlockPlan, NetAccess, Scope as PlanScope};
 use landlock::{
     AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset,
     RulesetAttr, RulesetCreatedAttr, RulesetStatus, Scope,
@@ -40,11 +40,6 @@ pub fn kernel_abi() -> i32 {
     } else {
         v as i32
     }
-}
-
-/// What the ruleset will restrict for a kernel ABI (for `doctor`): the plan's decisions.
-pub fn features(kernel: i32) -> Vec<&'static str> {
-    ruleset::features(kernel)
 }
 
 fn fs(access: &[FsAccess]) -> BitFlags<AccessFs> {
@@ -152,6 +147,7 @@ pub fn apply(plan: &LandlockPlan) -> Result<(), LandlockError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::ruleset;
     use landlock::{Access, ABI};
 
     /// The plan's rights per ABI are the landlock crate's own sets for that ABI, so the
@@ -220,13 +216,5 @@ mod tests {
                 .unwrap_or_default();
             assert!(e.contains("handles no filesystem right"), "{e}");
         }
-    }
-
-    #[test]
-    fn features_follow_the_plans_abi() {
-        assert!(features(0).is_empty());
-        assert_eq!(features(3), vec!["filesystem"]);
-        assert_eq!(features(4).len(), 2);
-        assert_eq!(features(7).len(), 3);
     }
 }
