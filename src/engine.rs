@@ -24,6 +24,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+pub mod warm;
+use warm::{Shape, WarmSandbox, WarmSource};
+
 pub struct Engine {
     pub config: Config,
     pub runtime: Runtime,
@@ -271,6 +274,34 @@ impl Engine {
         if let Err(r) = job::check_input_size(job.input_json.len(), &self.bounds) {
             return JobResult::rejected(&job.job_id, &r, job.net, self.node());
         }
+        self.run(job, cancel).await
+    }
+
+    /// Whether a sandbox of `shape` can be kept warm by this engine: net `deny` (a job with
+    /// egress gets its namespace when it starts), the whole sandbox (no layer left out, no
+    /// fault injected, Node's hardening on: the gate is the preload's).
+    pub fn warmable(&self, shape: Shape) -> bool {
+        shape.net == Net::Deny
+            && !self.compromised_node
+            && self.config.runner.omit_layers.is_empty()
+            && self.config.runner.fault_inject.is_none()
+    }
+
+    /// Makes one warm sandbox of `shape`: cgroup, namespaces, root, every layer, Node
+    /// started with the contract's flags and the preload, waiting at its gate.
+    pub async fn warm_up(&self, shape: Shape) -> Result<WarmSandbox, String> {
+        Err(format!("warm sandboxes of {shape:?} are not built yet"))
+    }
+
+    /// Runs one valid job, in a warm sandbox from `warm` when one of its shape is there
+    /// (taken only once its inputs are verified), cold otherwise.
+    pub async fn run_with(
+        &self,
+        job: ValidJob,
+        cancel: &Cancel,
+        warm: &dyn WarmSource,
+    ) -> JobResult {
+        let _ = warm;
         self.run(job, cancel).await
     }
 
