@@ -61,6 +61,7 @@ mod common;
 mod detect;
 mod error;
 mod job;
+mod mark;
 mod systemd;
 mod v1;
 mod v2;
@@ -68,6 +69,7 @@ mod v2;
 use error::io_error;
 pub use error::CgroupError;
 pub use job::JobCgroup;
+pub use mark::HandOverMark;
 
 #[cfg(test)]
 mod host_tests;
