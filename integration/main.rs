@@ -14,3 +14,4 @@ mod jobs;
 mod layers;
 mod probe;
 mod skills;
+mod warm;

@@ -351,4 +351,39 @@ if (process.env.OVSR_HARDEN_SELFTEST === '1') {
   module.exports = { sha256hex };
 }
 
+// 7. The gate. For a job with a root of its own the runner adds a call to this after the
+//    line below: Node waits here, every layer and all of this file in place, for the
+//    runner's go byte on stdin, which comes right before the job's input. A warm sandbox
+//    waits here until a job comes (pid 1 lays its files meanwhile); a cold job finds the
+//    byte already there. Node's main script, /runtime/main, is a link laid with the files
+//    that leads to the entry; process.argv names the entry itself.
+const MAIN_LINK = '/runtime/main';
+const GO_BYTE = 10;
+const readSync = fs.readSync;
+const realpathSync = fs.realpathSync;
+function waitAtGate() {
+  const one = new Uint8Array(1);
+  const nap = new Int32Array(new SharedArrayBuffer(4));
+  for (;;) {
+    let n;
+    try {
+      n = readSync(0, one, 0, 1, null);
+    } catch (e) {
+      // A descriptor left non-blocking: wait a little and read again.
+      if (e && e.code === 'EAGAIN') {
+        Atomics.wait(nap, 0, 0, 1);
+        continue;
+      }
+      throw e;
+    }
+    // The runner gave up on this sandbox before its job came: nothing to run.
+    if (n === 0) process.exit(0);
+    break;
+  }
+  if (one[0] !== GO_BYTE) {
+    throw new ErrorCtor('the runner opened the gate with an unexpected byte; refusing to run');
+  }
+  process.argv[1] = realpathSync(MAIN_LINK);
+}
+
 // The runner appends one line after this one: `jobMemBytes = <the job's mem_bytes>;`.

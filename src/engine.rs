@@ -25,7 +25,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 pub mod warm;
-use warm::{Shape, WarmSandbox, WarmSource};
+use warm::{Shape, WarmSource};
 
 pub struct Engine {
     pub config: Config,
@@ -287,41 +287,73 @@ impl Engine {
             && self.config.runner.fault_inject.is_none()
     }
 
-    /// Makes one warm sandbox of `shape`: cgroup, namespaces, root, every layer, Node
-    /// started with the contract's flags and the preload, waiting at its gate.
-    pub async fn warm_up(&self, shape: Shape) -> Result<WarmSandbox, String> {
-        Err(format!("warm sandboxes of {shape:?} are not built yet"))
-    }
-
     /// Runs one valid job, in a warm sandbox from `warm` when one of its shape is there
-    /// (taken only once its inputs are verified), cold otherwise.
+    /// (taken only once its inputs are verified), cold otherwise. A warm sandbox that
+    /// fails at the hand-over (none of the job's code has run) is discarded and the job
+    /// runs cold.
     pub async fn run_with(
         &self,
         job: ValidJob,
         cancel: &Cancel,
         warm: &dyn WarmSource,
     ) -> JobResult {
-        let _ = warm;
-        self.run(job, cancel).await
+        let files = match self.verified_files(&job).await {
+            Ok(f) => f,
+            Err(result) => return *result,
+        };
+        let shape = Shape::of(&job);
+        if self.warmable(shape) {
+            if let Some(sandbox) = warm.take(shape) {
+                match self.run_warm(&job, &files, sandbox, cancel).await {
+                    Ok(result) => return result,
+                    Err(why) => {
+                        tracing::warn!(job_id = %job.job_id, %why, "warm sandbox failed at the hand-over; the job runs cold");
+                    }
+                }
+            }
+        }
+        self.run_cold(&job, &files, cancel).await
     }
 
-    /// Runs one valid job to its terminal result.
+    /// Runs one valid job to its terminal result, cold.
     pub async fn run(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
+        match self.verified_files(&job).await {
+            Ok(files) => self.run_cold(&job, &files, cancel).await,
+            Err(result) => *result,
+        }
+    }
+
+    /// The job's files, fetched where the media service has them and verified; the
+    /// job's result when they cannot be had (nothing runs).
+    async fn verified_files(
+        &self,
+        job: &ValidJob,
+    ) -> Result<Vec<(String, Vec<u8>)>, Box<JobResult>> {
         let fetched = match &self.media {
-            Some(media) => match media.fetch_missing(&job, &self.cache).await {
+            Some(media) => match media.fetch_missing(job, &self.cache).await {
                 Ok(f) => f,
-                Err(e) => return self.input_failure(&job, e),
+                Err(e) => return Err(Box::new(self.input_failure(job, e))),
             },
             None => inputs::Fetched::new(),
         };
-        let files = match inputs::gather(&job, &self.cache, &fetched) {
-            Ok(f) => f,
-            Err(e) => return self.input_failure(&job, e),
-        };
+        inputs::gather(job, &self.cache, &fetched).map_err(|e| Box::new(self.input_failure(job, e)))
+    }
+
+    /// A fresh name for a job's directory and cgroup: `<what>.<pid>.<n>`.
+    fn unique(&self, what: &str) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        let unique = format!("{}.{}.{}", job.job_id, std::process::id(), seq);
+        format!("{what}.{}.{seq}", std::process::id())
+    }
+
+    async fn run_cold(
+        &self,
+        job: &ValidJob,
+        files: &[(String, Vec<u8>)],
+        cancel: &Cancel,
+    ) -> JobResult {
+        let unique = self.unique(&job.job_id);
         let dir = self.jobs_dir.join(&unique);
-        let result = self.run_in(&job, &files, &dir, &unique, cancel).await;
+        let result = self.run_in(job, files, &dir, &unique, cancel).await;
         if let Err(e) = remove_job_dir(&dir) {
             tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
         }
@@ -395,6 +427,7 @@ impl Engine {
             fault: self.config.runner.fault_inject,
             node_hardening: !self.compromised_node,
             omit,
+            warm: false,
         });
         let plan = match built {
             Ok(p) => p,
@@ -430,6 +463,7 @@ impl Engine {
             &cgroup,
             egress.as_ref().map(|e| &e.netns),
             Duration::from_millis(job.wall_ms),
+            plan.start == plan::Start::Gated,
             cancel,
         )
         .await;
@@ -450,10 +484,22 @@ impl Engine {
         if let Err(e) = removed {
             tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
         }
+        self.result_of(job, &outcome, records, None)
+    }
+
+    /// The result of a run that reached Node: `since`, for a warm sandbox, is the
+    /// cgroup's CPU time at the hand-over, which the job's own does not include.
+    fn result_of(
+        &self,
+        job: &ValidJob,
+        outcome: &supervise::Outcome,
+        records: Vec<job::EgressRecord>,
+        cpu_before_ns: Option<u64>,
+    ) -> JobResult {
         if outcome.exec_gate.refused > 0 {
             tracing::warn!(job_id = %job.job_id, refused = outcome.exec_gate.refused, node_started = outcome.exec_gate.continued, "exec attempts refused by the exec gate");
         }
-        let v = supervise::classify(&outcome, job.wall_ms, job.mem_bytes);
+        let v = supervise::classify(outcome, job.wall_ms, job.mem_bytes);
         JobResult {
             job_id: job.job_id.clone(),
             status: v.status,
@@ -465,7 +511,11 @@ impl Engine {
             exit_code: v.exit_code,
             signal: v.signal,
             wall_ms: outcome.wall.as_millis() as u64,
-            cpu_ms: outcome.stats.cpu_ns / 1_000_000,
+            cpu_ms: outcome
+                .stats
+                .cpu_ns
+                .saturating_sub(cpu_before_ns.unwrap_or(0))
+                / 1_000_000,
             mem_peak_bytes: outcome.stats.mem_peak_bytes,
             net: job.net,
             egress: records,

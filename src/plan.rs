@@ -24,6 +24,10 @@ pub const SKILL_DIR: &str = "/skill";
 pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/urandom", "/dev/random"];
 /// Where the runner's hardening preload appears inside the sandbox.
 pub const PRELOAD: &str = "/runtime/harden.cjs";
+/// Node's main script in the job: a link to `/skill/<entry>` laid with the skill's files
+/// (Node resolves it to the entry before running it). One name for every job, so a warm
+/// sandbox, started before its job's entry is known, runs Node exactly as a cold one.
+pub const MAIN_LINK: &str = "/runtime/main";
 /// The loader's cache: without it the loader still finds the libraries, only slower.
 pub const LD_CACHE: &str = "/etc/ld.so.cache";
 /// The job's resolver inside its namespace: any address reaches the runner's DNS responder
@@ -63,6 +67,9 @@ pub const REPORT_FD: i32 = 3;
 /// The descriptor of the network namespace the runner made and serves for a job with
 /// egress (set up by the runner).
 pub const NETNS_FD: i32 = 4;
+/// The descriptor a warm sandbox's pid 1 reads its job's files from at the hand-over
+/// (`Start::Warm`); `sandbox::exec_gate::GATE_FD`'s neighbour, never open in the tool.
+pub const WARM_FD: i32 = 6;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum MountStep {
@@ -151,6 +158,36 @@ pub enum ExecGateStep {
     HandOverClosedSocket,
 }
 
+/// How the tool's own files reach its root, and how Node gets to them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Start {
+    /// A cold job: the files and [`MAIN_LINK`] are laid with the root; the preload waits at
+    /// its gate for the runner's go byte on stdin, which comes right before the input.
+    Gated,
+    /// A warm sandbox: the root has an empty `/skill`; pid 1 lays the job's files and
+    /// [`MAIN_LINK`] from [`WARM_FD`] at the hand-over ([`HandOver`]); then the go byte.
+    Warm,
+    /// No preload, or no root of its own to lay the link in (the layer matrix, a
+    /// compromised Node): no gate, the files are laid with the root and Node's main is
+    /// `/skill/<entry>` itself.
+    Direct,
+}
+
+/// The one byte the runner writes on the tool's stdin, before the input, to open the
+/// preload's gate ([`Start::Gated`] and [`Start::Warm`]).
+pub const GO_BYTE: u8 = b'\n';
+
+/// What a warm sandbox's pid 1 is given at the hand-over, on [`WARM_FD`]: the job's
+/// verified files, its entry (the target of [`MAIN_LINK`]) and the size its root would
+/// have had cold, so that the root's tmpfs reads the same.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandOver {
+    pub skill_files: Vec<PlanFile>,
+    pub entry: String,
+    pub root_bytes: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub job_id: String,
@@ -170,8 +207,14 @@ pub struct Plan {
     pub root_bytes: u64,
     /// How far the job's root is built.
     pub root_steps: RootSteps,
-    /// The skill's verified inputs, laid out read-only under `/skill`.
+    /// The skill's verified inputs, laid out read-only under `/skill` (none in a warm
+    /// sandbox: they come at the hand-over).
     pub skill_files: Vec<PlanFile>,
+    /// How the files reach the root and Node its entry.
+    pub start: Start,
+    /// The job's entry, the target of [`MAIN_LINK`] under `/skill` (`None`: no link, for
+    /// [`Start::Direct`], or a warm sandbox's, laid at the hand-over).
+    pub main_link: Option<String>,
     /// The runner's hardening preload, written at `/runtime/harden.cjs`.
     pub preload: PlanFile,
     /// Files written under `/etc`: the runner's `resolv.conf` and `hosts` for a job with
@@ -283,6 +326,9 @@ pub struct PlanInputs<'a> {
     pub node_hardening: bool,
     /// Layers to leave out (configuration `omit_layers`, the layer matrix); empty in real use.
     pub omit: &'a [Layer],
+    /// A warm sandbox: `files` is empty and the job (made up for its shape) has no entry
+    /// yet; the files come at the hand-over. Only with the whole sandbox.
+    pub warm: bool,
 }
 
 /// What the engine knows about one job's place on the host.
@@ -309,14 +355,37 @@ pub fn job_preload(preload: &[u8], mem_bytes: u64) -> Vec<u8> {
     bytes
 }
 
-/// Node's argv for a job: the runtime's own flags, the hardening preload, the entry.
+/// The line the plan adds after [`job_preload`]'s when the preload has its gate
+/// ([`Start::Gated`], [`Start::Warm`]): Node waits there, every layer and the preload's
+/// hardening in place, for the runner's go byte.
+pub const GATE_LINE: &str = "waitAtGate();\n";
+
+/// Node's argv for a job: the runtime's own flags, the hardening preload, the main script
+/// ([`MAIN_LINK`], which leads to the entry).
 pub fn node_argv(job: &ValidJob, rt: &Runtime) -> Vec<String> {
-    node_argv_at(job, rt, Path::new(SKILL_DIR), Path::new(PRELOAD))
+    node_argv_at(
+        job,
+        rt,
+        Path::new(SKILL_DIR),
+        Path::new(PRELOAD),
+        Start::Gated,
+    )
 }
 
 /// [`node_argv`] with the skill folder and the preload where the job sees them (elsewhere
-/// only when the layer matrix leaves the job's root out).
-fn node_argv_at(job: &ValidJob, rt: &Runtime, skill: &Path, preload: &Path) -> Vec<String> {
+/// only when the layer matrix leaves the job's root out), and the main script `start`
+/// gives: [`MAIN_LINK`], or without the preload's gate the entry itself.
+fn node_argv_at(
+    job: &ValidJob,
+    rt: &Runtime,
+    skill: &Path,
+    preload: &Path,
+    start: Start,
+) -> Vec<String> {
+    let main = match start {
+        Start::Direct => format!("{}/{}", skill.display(), job.entry),
+        Start::Gated | Start::Warm => MAIN_LINK.to_string(),
+    };
     let (skill, preload) = (skill.display(), preload.display());
     vec![
         rt.node.display().to_string(),
@@ -326,7 +395,7 @@ fn node_argv_at(job: &ValidJob, rt: &Runtime, skill: &Path, preload: &Path) -> V
         "--disallow-code-generation-from-strings".to_string(),
         format!("--max-old-space-size={}", heap_mib(job.mem_bytes)),
         format!("--require={preload}"),
-        format!("{skill}/{}", job.entry),
+        main,
     ]
 }
 
@@ -373,6 +442,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         fault,
         node_hardening,
         omit,
+        warm,
     } = inputs;
     let mut omit = omit.to_vec();
     if !node_hardening {
@@ -512,7 +582,24 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
             bytes: bytes.clone(),
         })
         .collect();
-    let preload = job_preload(preload, job.mem_bytes);
+    // The gate is the preload's, and its link is laid in a root the job enters.
+    let start = if leaves_out(Layer::Preload) || root_steps != RootSteps::Enter {
+        Start::Direct
+    } else if warm {
+        Start::Warm
+    } else {
+        Start::Gated
+    };
+    if warm && (!omit.is_empty() || fault.is_some() || root_steps != RootSteps::Enter) {
+        return Err(
+            "a warm sandbox is made only with the whole sandbox (no layer left out, no fault injected)"
+                .into(),
+        );
+    }
+    let mut preload = job_preload(preload, job.mem_bytes);
+    if start != Start::Direct {
+        preload.extend_from_slice(GATE_LINE.as_bytes());
+    }
     let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum::<u64>()
         + etc_files.iter().map(|f| f.bytes.len() as u64).sum::<u64>()
         + preload.len() as u64;
@@ -525,6 +612,8 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         root_bytes: ROOT_TMPFS_SLACK + payload,
         root_steps,
         skill_files,
+        start,
+        main_link: (start == Start::Gated).then(|| job.entry.clone()),
         preload: PlanFile {
             name: "harden.cjs".into(),
             bytes: preload,
@@ -534,7 +623,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         hostname: "skill".to_string(),
         cwd: inside(SKILL_DIR),
         exe: rt.node.clone(),
-        argv: node_argv_at(job, rt, &inside(SKILL_DIR), &inside(PRELOAD))
+        argv: node_argv_at(job, rt, &inside(SKILL_DIR), &inside(PRELOAD), start)
             .into_iter()
             .filter(|a| {
                 let permission = is_node_hardening_flag(a) && !is_preload_flag(a);

@@ -6,7 +6,7 @@ use crate::job::{Reason, Status, STDERR_KEEP, STDOUT_CAP};
 use crate::json_text::{DuplicateKeys, JsonText};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
 use crate::sandbox::exec_gate::{self, GateReport, GATE_FD};
-use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD};
+use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD, WARM_FD};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
@@ -78,10 +78,20 @@ async fn read_capped(
     (kept, total > keep)
 }
 
+/// How long a warm sandbox may take, at the hand-over, to be ready (Node executed with
+/// every layer in place) and then to lay the job's files; past it the job runs cold.
+const WARM_READY_TIMEOUT: Duration = Duration::from_secs(30);
+const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The nice value a warm sandbox waits at: its start takes CPU only when jobs leave some.
+/// Pid 1 sets the tool back to 0 at the hand-over.
+const WARM_NICE: libc::c_int = 10;
+
 /// Runs the init stage on `plan_bytes` (see `sandbox::init::encode_plan`), feeding
 /// `input` after it, in `cgroup`, and returns what happened. On return no process of the
 /// job is left: it ended, or it was killed through its cgroup. `netns`, for a job with
-/// egress, is the namespace the init stage joins (passed as `NETNS_FD`).
+/// egress, is the namespace the init stage joins (passed as `NETNS_FD`). `go` writes the
+/// preload's go byte before the input (`plan::Start::Gated`).
+#[allow(clippy::too_many_arguments)]
 pub async fn run(
     self_exe: &Path,
     plan_bytes: Vec<u8>,
@@ -89,33 +99,67 @@ pub async fn run(
     cgroup: &JobCgroup,
     netns: Option<&OwnedFd>,
     wall: Duration,
+    go: bool,
     cancel: &Cancel,
 ) -> Result<Outcome, SuperviseError> {
+    let started = start(self_exe, plan_bytes, netns, false)?;
+    let since = started.started;
+    started.finish(input, go, since, wall, cgroup, cancel).await
+}
+
+/// A running init stage: its pipes and the tasks reading them. A cold job's is finished at
+/// once ([`run`]); a warm sandbox's waits for its job ([`Started::hand_over`]).
+pub struct Started {
+    child: tokio::process::Child,
+    /// Writes the plan; gives the stdin back for the input.
+    plan_writer: tokio::task::JoinHandle<Option<tokio::process::ChildStdin>>,
+    /// A warm sandbox's hand-over pipe ([`WARM_FD`] in pid 1).
+    hand_over: Option<OwnedFd>,
+    reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
+    seen: Vec<Report>,
+    out_task: tokio::task::JoinHandle<(Vec<u8>, bool)>,
+    err_task: tokio::task::JoinHandle<(Vec<u8>, bool)>,
+    overflow: Arc<Notify>,
+    gate: exec_gate::Gate,
+    started: Instant,
+}
+
+fn dup_high(fd: &impl std::os::fd::AsFd, what: &str) -> Result<OwnedFd, SuperviseError> {
+    nix::fcntl::fcntl(fd.as_fd(), nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
+        .map(|raw| {
+            // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; we own it.
+            unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
+        })
+        .map_err(|e| SuperviseError::Spawn(format!("{what} descriptor: {e}")))
+}
+
+/// Starts the init stage on `plan_bytes`; `warm` passes the hand-over pipe and starts it
+/// at [`WARM_NICE`].
+pub fn start(
+    self_exe: &Path,
+    plan_bytes: Vec<u8>,
+    netns: Option<&OwnedFd>,
+    warm: bool,
+) -> Result<Started, SuperviseError> {
     let (report_r, report_w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SuperviseError::Spawn(format!("report pipe: {e}")))?;
     // Above every descriptor the child sets up, so that placing one never clobbers another.
-    let netns_high: Option<OwnedFd> = match netns {
-        Some(fd) => Some(
-            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
-                .map(|raw| {
-                    // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; we own it.
-                    unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
-                })
-                .map_err(|e| SuperviseError::Spawn(format!("network namespace descriptor: {e}")))?,
-        ),
-        None => None,
-    };
+    let netns_high: Option<OwnedFd> = netns
+        .map(|fd| dup_high(fd, "network namespace"))
+        .transpose()?;
     let ns = netns_high.as_ref().map(|fd| fd.as_raw_fd());
+    let (hand_over_r, hand_over_w) = if warm {
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| SuperviseError::Spawn(format!("hand-over pipe: {e}")))?;
+        (Some(dup_high(&r, "hand-over")?), Some(w))
+    } else {
+        (None, None)
+    };
+    let h = hand_over_r.as_ref().map(|fd| fd.as_raw_fd());
     // The exec gate: its thread waits for the listener the init sends on this socket.
     let (gate, gate_end) =
         exec_gate::start().map_err(|e| SuperviseError::Spawn(format!("exec gate: {e}")))?;
-    let gate_high: OwnedFd =
-        nix::fcntl::fcntl(&gate_end, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
-            .map(|raw| {
-                // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; we own it.
-                unsafe { <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(raw) }
-            })
-            .map_err(|e| SuperviseError::Spawn(format!("exec gate descriptor: {e}")))?;
+    let gate_high = dup_high(&gate_end, "exec gate")?;
     drop(gate_end);
     let g = gate_high.as_raw_fd();
     let w = report_w.as_raw_fd();
@@ -126,8 +170,8 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: only dup2/fcntl, both async-signal-safe, run in the child between fork and
-    // exec; they touch no memory of the parent.
+    // SAFETY: only dup2/fcntl/setpriority, all async-signal-safe, run in the child between
+    // fork and exec; they touch no memory of the parent.
     unsafe {
         cmd.pre_exec(move || {
             if w == REPORT_FD {
@@ -145,6 +189,13 @@ pub async fn run(
             if libc::dup2(g, GATE_FD) < 0 {
                 return Err(std::io::Error::last_os_error());
             }
+            if let Some(h) = h {
+                if libc::dup2(h, WARM_FD) < 0
+                    || libc::setpriority(libc::PRIO_PROCESS, 0, WARM_NICE) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             Ok(())
         });
     }
@@ -155,20 +206,18 @@ pub async fn run(
     drop(report_w);
     drop(netns_high);
     drop(gate_high);
+    drop(hand_over_r);
     // The init stage joins the job's cgroups itself, first thing after reading its plan
-    // (see sandbox::init); the kill below goes through the cgroup and, before that join,
+    // (see sandbox::init); the kill goes through the cgroup and, before that join,
     // through the child itself.
-
     let mut stdin = child.stdin.take();
-    let writer = tokio::spawn(async move {
+    let plan_writer = tokio::spawn(async move {
         if let Some(s) = stdin.as_mut() {
-            // A tool may never read its input: the write then ends with the job (EPIPE).
-            if s.write_all(&plan_bytes).await.is_ok() {
-                let _ = s.write_all(&input).await;
+            if s.write_all(&plan_bytes).await.is_err() {
+                return None;
             }
-            let _ = s.shutdown().await;
         }
-        drop(stdin);
+        stdin
     });
     let overflow = Arc::new(Notify::new());
     let stdout = child.stdout.take();
@@ -188,70 +237,218 @@ pub async fn run(
             None => (Vec::new(), false),
         }
     });
-    let report_task = tokio::spawn(async move {
-        let mut reports = Vec::new();
-        if let Ok(rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(report_r) {
-            let (bytes, _) = read_capped(rx, 64 * 1024, None).await;
-            for line in bytes.split(|b| *b == b'\n') {
-                if let Ok(r) = serde_json::from_slice::<Report>(line) {
-                    reports.push(r);
+    let (report_tx, reports) = tokio::sync::mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        use tokio::io::AsyncBufReadExt;
+        let Ok(rx) = tokio::net::unix::pipe::Receiver::from_owned_fd(report_r) else {
+            return;
+        };
+        // The reports are the init stage's, a few lines; a longer one is not a report.
+        let mut lines = tokio::io::BufReader::new(rx.take(64 * 1024)).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Ok(r) = serde_json::from_str::<Report>(&line) {
+                if report_tx.send(r).is_err() {
+                    break;
                 }
             }
         }
-        reports
     });
-
-    let deadline = tokio::time::Instant::from_std(started + wall);
-    let killed = tokio::select! {
-        _ = child.wait() => None,
-        _ = overflow.notified() => Some(Kill::Output),
-        _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
-        cause = cancel.cancelled() => Some(Kill::Cancelled(cause)),
-    };
-    let mut wall_taken = started.elapsed();
-    // Whatever ended it, nothing of the job may outlive this function.
-    let kill_result = cgroup.kill_all_blocking().await;
-    let _ = child.start_kill();
-    let _ = child.wait().await;
-    if killed.is_none() {
-        wall_taken = wall_taken.min(started.elapsed());
-    }
-    writer.abort();
-    kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
-    // Every process of the job is gone: stop the gate's thread, close its listener.
-    let exec_gate = gate.finish().await;
-
-    let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, out_task)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, err_task)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let reports = tokio::time::timeout(DRAIN_GRACE, report_task)
-        .await
-        .ok()
-        .and_then(Result::ok)
-        .unwrap_or_default();
-    let stats = cgroup.stats();
-    Ok(Outcome {
+    Ok(Started {
+        child,
+        plan_writer,
+        hand_over: hand_over_w,
         reports,
-        killed: killed.or(if stdout_overflow {
-            Some(Kill::Output)
-        } else {
-            None
-        }),
-        stdout,
-        stdout_overflow,
-        stderr,
-        stderr_truncated,
-        wall: wall_taken,
-        stats,
-        exec_gate,
+        seen: Vec::new(),
+        out_task,
+        err_task,
+        overflow,
+        gate,
+        started,
     })
+}
+
+impl Started {
+    /// Whether the init stage still runs and reported no end (reports read so far).
+    pub fn is_alive(&mut self) -> bool {
+        while let Ok(r) = self.reports.try_recv() {
+            self.seen.push(r);
+        }
+        matches!(self.child.try_wait(), Ok(None)) && !self.seen.iter().any(ends)
+    }
+
+    /// Whether it reported `Ready` (every layer applied, Node executed next).
+    pub fn is_ready(&mut self) -> bool {
+        let _ = self.is_alive();
+        self.seen.contains(&Report::Ready)
+    }
+
+    /// Waits for a report matching `want`; an end, the reports closing or `limit` first is
+    /// an error naming `what`.
+    async fn wait_for(&mut self, want: &Report, what: &str, limit: Duration) -> Result<(), String> {
+        if self.seen.contains(want) {
+            return Ok(());
+        }
+        if let Some(end) = self.seen.iter().find(|r| ends(r)) {
+            return Err(format!("the sandbox ended before {what}: {end:?}"));
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            match tokio::time::timeout_at(deadline, self.reports.recv()).await {
+                Err(_) => return Err(format!("no {what} within {limit:?}")),
+                Ok(None) => return Err(format!("the sandbox ended before {what}")),
+                Ok(Some(r)) => {
+                    let done = &r == want;
+                    let end = ends(&r).then(|| format!("{r:?}"));
+                    self.seen.push(r);
+                    if done {
+                        return Ok(());
+                    }
+                    if let Some(end) = end {
+                        return Err(format!("the sandbox ended before {what}: {end}"));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The setup failure it reported, if any, as `" (step: error)"` for a message.
+    pub fn setup_failure(&mut self) -> String {
+        let _ = self.is_alive();
+        self.seen
+            .iter()
+            .find_map(|r| match r {
+                Report::SetupFailed { step, error } => Some(format!(" ({step}: {error})")),
+                _ => None,
+            })
+            .unwrap_or_default()
+    }
+
+    /// Waits until a warm sandbox is ready: Node executed with every layer applied, to
+    /// wait at its gate.
+    pub async fn ready(&mut self) -> Result<(), String> {
+        self.wait_for(&Report::Ready, "ready", WARM_READY_TIMEOUT)
+            .await
+    }
+
+    /// A warm sandbox's hand-over: waits until it is ready, gives pid 1 `message` (an
+    /// encoded `plan::HandOver`) and waits until the job's files are laid. An error
+    /// leaves the tool at its gate, none of the job's code run: the caller discards the
+    /// sandbox and runs the job cold.
+    pub async fn hand_over(&mut self, message: Vec<u8>) -> Result<(), String> {
+        self.ready().await?;
+        let pipe = self
+            .hand_over
+            .take()
+            .ok_or("this sandbox was handed over already, or is not warm")?;
+        let mut tx = tokio::net::unix::pipe::Sender::from_owned_fd(pipe)
+            .map_err(|e| format!("hand-over pipe: {e}"))?;
+        tokio::time::timeout(HAND_OVER_TIMEOUT, tx.write_all(&message))
+            .await
+            .map_err(|_| "pid 1 did not take the hand-over in time".to_string())?
+            .map_err(|e| format!("writing the hand-over: {e}"))?;
+        drop(tx);
+        self.wait_for(&Report::HandedOver, "the hand-over", HAND_OVER_TIMEOUT)
+            .await
+    }
+
+    /// Kills what runs (through `cgroup` once it may hold the init stage) and closes the
+    /// gate: a warm sandbox never used.
+    pub async fn stop(mut self, cgroup: &JobCgroup) -> Result<(), SuperviseError> {
+        let killed = cgroup.kill_all_blocking().await;
+        let _ = self.child.start_kill();
+        let _ = self.child.wait().await;
+        self.plan_writer.abort();
+        let _ = self.gate.finish().await;
+        killed.map_err(|e| SuperviseError::Kill(e.to_string()))
+    }
+
+    /// Feeds the input (after the go byte, when `go`) and supervises the run to its end:
+    /// the wall clock counts from `since`. On return no process of the job is left.
+    pub async fn finish(
+        mut self,
+        input: Vec<u8>,
+        go: bool,
+        since: Instant,
+        wall: Duration,
+        cgroup: &JobCgroup,
+        cancel: &Cancel,
+    ) -> Result<Outcome, SuperviseError> {
+        let plan_writer = self.plan_writer;
+        let writer = tokio::spawn(async move {
+            let mut stdin = plan_writer.await.ok().flatten();
+            if let Some(s) = stdin.as_mut() {
+                // A tool may never read its input: the write then ends with the job (EPIPE).
+                let opened = !go || s.write_all(&[crate::plan::GO_BYTE]).await.is_ok();
+                if opened {
+                    let _ = s.write_all(&input).await;
+                }
+                let _ = s.shutdown().await;
+            }
+            drop(stdin);
+        });
+        let child = &mut self.child;
+        let deadline = tokio::time::Instant::from_std(since + wall);
+        let killed = tokio::select! {
+            _ = child.wait() => None,
+            _ = self.overflow.notified() => Some(Kill::Output),
+            _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
+            cause = cancel.cancelled() => Some(Kill::Cancelled(cause)),
+        };
+        let mut wall_taken = since.elapsed();
+        // Whatever ended it, nothing of the job may outlive this function.
+        let kill_result = cgroup.kill_all_blocking().await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        if killed.is_none() {
+            wall_taken = wall_taken.min(since.elapsed());
+        }
+        writer.abort();
+        kill_result.map_err(|e| SuperviseError::Kill(e.to_string()))?;
+        // Every process of the job is gone: stop the gate's thread, close its listener.
+        let exec_gate = self.gate.finish().await;
+
+        let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, self.out_task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, self.err_task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let mut reports = self.seen;
+        let _ = tokio::time::timeout(DRAIN_GRACE, async {
+            while let Some(r) = self.reports.recv().await {
+                reports.push(r);
+            }
+        })
+        .await;
+        let stats = cgroup.stats();
+        Ok(Outcome {
+            reports,
+            killed: killed.or(if stdout_overflow {
+                Some(Kill::Output)
+            } else {
+                None
+            }),
+            stdout,
+            stdout_overflow,
+            stderr,
+            stderr_truncated,
+            wall: wall_taken,
+            stats,
+            exec_gate,
+        })
+    }
+}
+
+/// Whether a report is the end of the init stage's tool (or of its setup).
+fn ends(r: &Report) -> bool {
+    matches!(
+        r,
+        Report::SetupFailed { .. } | Report::Exited { .. } | Report::Signaled { .. }
+    )
 }
 
 /// The verdict on one run, field for field what the result carries.
@@ -294,7 +491,7 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
     let node_end = o.reports.iter().find_map(|r| match r {
         Report::Exited { code } => Some((Some(*code), None)),
         Report::Signaled { signal } => Some((None, Some(*signal))),
-        Report::SetupFailed { .. } => None,
+        Report::SetupFailed { .. } | Report::Ready | Report::HandedOver => None,
     });
     let (exit_code, signal) = node_end.unwrap_or((None, None));
     let verdict = |reason: Reason, message: String, output| Verdict {

@@ -1,12 +1,25 @@
 //! Warm sandboxes: the init stage run ahead of a job, up to Node started with the
-//! contract's flags and the preload, waiting at a gate; a job of the same shape takes one,
-//! its verified files are laid into `/skill` by the job's pid 1, and the gate opens.
+//! contract's flags and the preload, waiting at the preload's gate; a job of the same
+//! shape takes one, its verified files are laid into `/skill` by the job's pid 1, and the
+//! gate opens.
 //!
 //! The engine makes, hands over and discards warm sandboxes; the daemon's pool decides
 //! how many of which shape to keep (`daemon::pool`). A CLI run never warms anything.
+//!
+//! Used once: a warm sandbox serves at most one job and is then torn down like any job's.
+//! Nothing of the job is in it before the hand-over (no file, no input), so nothing of a
+//! tool runs while it waits; the only code running is Node's start and the preload.
 
-use crate::job::{Net, ValidJob};
+use super::{remove_job_dir, Engine};
+use crate::cancel::Cancel;
+use crate::job::{JobResult, Net, ValidJob};
+use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
+use crate::sandbox::cgroup::{CgroupLimits, JobCgroup};
+use crate::sandbox::init::{encode_message, encode_plan};
+use crate::sandbox::uids::UidLease;
+use crate::supervise::{self, Started};
 use serde::Serialize;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What a warm sandbox is made for: a job of exactly this shape can use it (the runtime is
@@ -36,11 +49,18 @@ impl Shape {
 
 /// One sandbox warmed for `shape`, used by at most one job, then torn down like any
 /// job's. Dropping it without [`WarmSandbox::discard`] still kills its processes (the init
-/// stage is killed on drop) but leaves the cgroup and job directory to the next start's
-/// cleanup: discard it.
+/// stage is killed on drop, and the job's cgroup kills the rest when dropped) but removes
+/// its directory only at the next start: discard it.
 pub struct WarmSandbox {
     shape: Shape,
     born: Instant,
+    started: Started,
+    cgroup: JobCgroup,
+    dir: PathBuf,
+    /// Held until its processes are gone.
+    lease: UidLease,
+    /// Its root's size without the job's files (a cold job's root is this plus them).
+    root_bytes: u64,
 }
 
 impl WarmSandbox {
@@ -55,20 +75,263 @@ impl WarmSandbox {
 
     /// Whether it can still serve a job: its init stage runs and reported no end.
     pub fn is_alive(&mut self) -> bool {
-        false
+        self.started.is_alive()
+    }
+
+    /// Whether Node has started with every layer applied (it then waits at its gate).
+    pub fn is_ready(&mut self) -> bool {
+        self.started.is_ready()
+    }
+
+    /// Its cgroup's directories (one per hierarchy): for tests and the operator's eyes.
+    pub fn cgroup_paths(&self) -> &[PathBuf] {
+        self.cgroup.paths()
     }
 
     /// What it holds in memory now (its cgroup's current usage).
     pub fn memory_bytes(&self) -> u64 {
-        0
+        self.cgroup.memory_now()
     }
 
     /// Kills its processes and removes its cgroup and directory.
-    pub async fn discard(self) {}
+    pub async fn discard(self) {
+        let WarmSandbox {
+            started,
+            cgroup,
+            dir,
+            lease,
+            ..
+        } = self;
+        let stopped = started.stop(&cgroup).await;
+        let removed = cgroup.remove_blocking().await;
+        match stopped
+            .map_err(|e| e.to_string())
+            .and(removed.map_err(|e| e.to_string()))
+        {
+            Ok(()) => drop(lease),
+            Err(e) => {
+                tracing::error!(error = %e, "a warm sandbox's processes may still run; its uid stays taken");
+                std::mem::forget(lease);
+            }
+        }
+        if let Err(e) = remove_job_dir(&dir) {
+            tracing::error!(dir = %dir.display(), error = %e, "warm sandbox directory left behind");
+        }
+    }
 }
 
 /// Where the engine takes a warm sandbox for a job whose inputs are verified: the daemon's
 /// pool. `None`: the job runs cold.
 pub trait WarmSource: Send + Sync {
     fn take(&self, shape: Shape) -> Option<WarmSandbox>;
+}
+
+/// No warm sandboxes: every job runs cold.
+pub struct NoWarm;
+
+impl WarmSource for NoWarm {
+    fn take(&self, _shape: Shape) -> Option<WarmSandbox> {
+        None
+    }
+}
+
+/// The job a warm sandbox's plan is made for: its shape, no files, no entry yet.
+fn shape_job(shape: Shape, id: &str) -> ValidJob {
+    ValidJob {
+        job_id: id.to_string(),
+        subject: None,
+        project: None,
+        tool: String::new(),
+        entry: String::new(),
+        input_json: Vec::new(),
+        inputs: Vec::new(),
+        net: shape.net,
+        wall_ms: 0,
+        mem_bytes: shape.mem_bytes,
+        ttl_ms: 0,
+    }
+}
+
+impl Engine {
+    /// Makes one warm sandbox of `shape`: cgroup, namespaces, root, every layer, Node
+    /// started with the contract's flags and the preload, waiting at its gate. Its
+    /// processes start at a low CPU priority (the tool gets the usual one at the
+    /// hand-over); it returns once Node is started and about to wait, or with why not.
+    pub async fn warm_up(&self, shape: Shape) -> Result<WarmSandbox, String> {
+        if !self.warmable(shape) {
+            return Err(format!(
+                "no warm sandbox for net {} (only deny), or with a layer left out",
+                shape.net.as_str()
+            ));
+        }
+        let unique = self.unique("warm");
+        let dir = self.jobs_dir.join(&unique);
+        let made = self.warm_up_in(shape, &unique, &dir).await;
+        if made.is_err() {
+            if let Err(e) = remove_job_dir(&dir) {
+                tracing::error!(dir = %dir.display(), error = %e, "warm sandbox directory left behind");
+            }
+        }
+        made
+    }
+
+    async fn warm_up_in(
+        &self,
+        shape: Shape,
+        unique: &str,
+        dir: &Path,
+    ) -> Result<WarmSandbox, String> {
+        let paths = JobPaths {
+            root: dir.join("root"),
+        };
+        super::make_jobs_dir(&self.jobs_dir)
+            .and_then(|_| std::fs::create_dir(dir))
+            .and_then(|_| std::fs::create_dir(&paths.root))
+            .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
+        let lease = self.uids.lease()?;
+        let omit = &self.config.runner.omit_layers;
+        let (mem_bytes, pids_max) =
+            plan::cgroup_limits(shape.mem_bytes, self.config.runner.pids_max, omit);
+        let limits = CgroupLimits {
+            mem_bytes,
+            pids_max,
+        };
+        let (host, name) = (self.cgroups.clone(), unique.to_string());
+        let cgroup = tokio::task::spawn_blocking(move || host.create_job(&name, &limits))
+            .await
+            .map_err(|e| format!("the thread creating the cgroup failed: {e}"))?
+            .map_err(|e| format!("cannot create the warm sandbox's cgroup: {e}"))?;
+        let job = shape_job(shape, unique);
+        let built = plan::build(PlanInputs {
+            job: &job,
+            runtime: &self.runtime,
+            paths: &paths,
+            files: &[],
+            preload: &self.preload,
+            seccomp: &|net| self.filters.get(net),
+            cgroup_join: cgroup.self_join_files(),
+            uid: lease.uid(),
+            egress_ports: &self.egress.policy().ports,
+            existing: &|p: &Path| p.exists(),
+            landlock_abi: self.landlock_abi,
+            fault: self.config.runner.fault_inject,
+            node_hardening: !self.compromised_node,
+            omit,
+            warm: true,
+        })
+        .and_then(|plan| {
+            let bytes = encode_plan(&plan).map_err(|e| format!("cannot encode the plan: {e}"))?;
+            Ok((plan.root_bytes, bytes))
+        });
+        let (root_bytes, plan_bytes) = match built {
+            Ok(b) => b,
+            Err(e) => {
+                let _ = cgroup.remove_blocking().await;
+                return Err(e);
+            }
+        };
+        let started = match supervise::start(&self.self_exe, plan_bytes, None, true) {
+            Ok(started) => started,
+            Err(e) => {
+                let _ = cgroup.remove_blocking().await;
+                return Err(e.to_string());
+            }
+        };
+        let mut sandbox = WarmSandbox {
+            shape,
+            born: Instant::now(),
+            started,
+            cgroup,
+            dir: dir.to_path_buf(),
+            lease,
+            root_bytes,
+        };
+        // One start at a time really is one: the pool's next begins once this one waits.
+        match sandbox.started.ready().await {
+            Ok(()) => Ok(sandbox),
+            Err(e) => {
+                let reports = sandbox.started.setup_failure();
+                sandbox.discard().await;
+                Err(format!("the warm sandbox did not start: {e}{reports}"))
+            }
+        }
+    }
+
+    /// Runs `job` in `sandbox`: the hand-over, then the run as a cold job's. An error
+    /// means the hand-over failed before any of the job's code ran (the sandbox is
+    /// discarded; the caller runs the job cold).
+    pub(super) async fn run_warm(
+        &self,
+        job: &ValidJob,
+        files: &[(String, Vec<u8>)],
+        sandbox: WarmSandbox,
+        cancel: &Cancel,
+    ) -> Result<JobResult, String> {
+        let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
+        let hand_over = HandOver {
+            skill_files: files
+                .iter()
+                .map(|(name, bytes)| PlanFile {
+                    name: name.clone(),
+                    bytes: bytes.clone(),
+                })
+                .collect(),
+            entry: job.entry.clone(),
+            root_bytes: sandbox.root_bytes + payload,
+        };
+        let message = match encode_message(&hand_over) {
+            Ok(m) => m,
+            Err(e) => {
+                sandbox.discard().await;
+                return Err(format!("cannot encode the hand-over: {e}"));
+            }
+        };
+        let mut sandbox = sandbox;
+        if let Err(e) = sandbox.started.hand_over(message).await {
+            sandbox.discard().await;
+            return Err(e);
+        }
+        let WarmSandbox {
+            started,
+            cgroup,
+            dir,
+            lease,
+            ..
+        } = sandbox;
+        let mut mark = cgroup.mark_hand_over();
+        let since = Instant::now();
+        let outcome = started
+            .finish(
+                job.input_json.clone(),
+                true,
+                since,
+                Duration::from_millis(job.wall_ms),
+                &cgroup,
+                cancel,
+            )
+            .await;
+        let peak = mark.peak_since();
+        let removed = cgroup.remove_blocking().await;
+        let result = match outcome {
+            Ok(mut outcome) => {
+                if let Some(peak) = peak {
+                    outcome.stats.mem_peak_bytes = peak;
+                }
+                if let Err(e) = removed {
+                    // Its processes may still run: its uid stays taken.
+                    tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+                    std::mem::forget(lease);
+                }
+                self.result_of(job, &outcome, Vec::new(), Some(mark.cpu_ns))
+            }
+            Err(e) => {
+                std::mem::forget(lease);
+                self.internal(job, e.to_string())
+            }
+        };
+        if let Err(e) = remove_job_dir(&dir) {
+            tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
+        }
+        Ok(result)
+    }
 }

@@ -65,8 +65,33 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
         fault: None,
         node_hardening: true,
         omit: &[],
+        warm: false,
     })
     .expect("a plan")
+}
+
+/// [`plan`]'s inputs for a warm sandbox of its shape: no files, layers left out.
+fn warm_plan(omit: &[Layer]) -> Result<Plan, String> {
+    let filters = CompiledFilters::default();
+    let mut shape = job(134_217_728);
+    shape.entry = String::new();
+    build(PlanInputs {
+        job: &shape,
+        runtime: &rt(24),
+        paths: &paths(),
+        files: &[],
+        preload: b"'use strict'",
+        seccomp: &|_| Ok(&filters),
+        cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+        uid: 2_100_000_007,
+        egress_ports: &[443, 80],
+        existing: &|_| true,
+        landlock_abi: 6,
+        fault: None,
+        node_hardening: true,
+        omit,
+        warm: true,
+    })
 }
 
 fn plan_without(omit: &[Layer]) -> Plan {
@@ -111,6 +136,7 @@ fn try_plan(
         fault,
         node_hardening: true,
         omit,
+        warm: false,
     })
 }
 
@@ -245,10 +271,15 @@ fn node_permission_and_the_preload_are_left_out_one_at_a_time() {
             "/opt/n/bin/node",
             "--max-old-space-size=64",
             "--require=/runtime/harden.cjs",
-            "/skill/tools/t.js"
+            "/runtime/main"
         ]
     );
+    assert_eq!(p.start, Start::Gated);
     let p = plan_without(&[Layer::Preload]);
+    // Without the preload there is no gate: Node's main is the entry itself.
+    assert_eq!(p.start, Start::Direct);
+    assert_eq!(p.main_link, None);
+    assert_eq!(p.argv.last().map(String::as_str), Some("/skill/tools/t.js"));
     assert!(p.argv.iter().any(|a| a == "--permission"));
     assert!(!p.argv.iter().any(|a| is_preload_flag(a)), "{:?}", p.argv);
     assert_eq!(p.argv.len(), 7);
@@ -312,6 +343,7 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         fault: crate::fault::HOOKS.then_some(Fault::Landlock),
         node_hardening: true,
         omit: &[],
+        warm: false,
     };
     let p = build(inputs(&public_job)).expect("a plan");
     assert_eq!(p.seccomp.as_ref(), Some(&public));
@@ -339,7 +371,7 @@ fn node24_argv() {
             "--disallow-code-generation-from-strings",
             "--max-old-space-size=64",
             "--require=/runtime/harden.cjs",
-            "/skill/tools/t.js"
+            "/runtime/main"
         ]
     );
     assert!(p.env.is_empty(), "the tool's environment is empty");
@@ -347,7 +379,7 @@ fn node24_argv() {
 }
 
 /// What `Engine::without_node_hardening` leaves of Node's argv (test only): the binary,
-/// its heap ceiling and the entry.
+/// its heap ceiling and the main script.
 #[test]
 fn hardening_flags_are_told_apart() {
     for major in [24, 20] {
@@ -358,7 +390,7 @@ fn hardening_flags_are_told_apart() {
             vec![
                 "/opt/n/bin/node",
                 "--max-old-space-size=64",
-                "/skill/tools/t.js"
+                "/runtime/main"
             ]
         );
     }
@@ -435,7 +467,11 @@ fn root_holds_only_runtime_skill_proc_and_devices() {
     // the host, so no host path shows in the job's mountinfo.
     assert_eq!(p.skill_files.len(), 1);
     assert_eq!(p.skill_files[0].name, "tools/t.js");
-    let preload = format!("'use strict'\njobMemBytes = {};\n", 128 * MIB);
+    // A gated start: the preload ends by waiting at the gate.
+    let preload = format!(
+        "'use strict'\njobMemBytes = {};\nwaitAtGate();\n",
+        128 * MIB
+    );
     assert_eq!(p.preload.bytes, preload.as_bytes());
     assert_eq!(p.root_bytes, ROOT_TMPFS_SLACK + 1 + preload.len() as u64);
 }
@@ -899,4 +935,43 @@ fn landlock_features_follow_the_plans_abi() {
     assert_eq!(features(3), vec!["filesystem"]);
     assert_eq!(features(4).len(), 2);
     assert_eq!(features(7).len(), 3);
+}
+
+/// A cold job's files and link are laid with its root, and its preload waits at the gate
+/// for the go byte; a warm sandbox's plan has no file and no link (pid 1 lays them at the
+/// hand-over) and the very same Node command line and preload.
+#[test]
+fn a_warm_plan_is_a_cold_plan_without_the_jobs_files() {
+    let cold = plan(24, true);
+    assert_eq!(cold.start, Start::Gated);
+    assert_eq!(cold.main_link.as_deref(), Some("tools/t.js"));
+    assert!(!cold.skill_files.is_empty());
+    assert!(cold.preload.bytes.ends_with(GATE_LINE.as_bytes()));
+    let warm = warm_plan(&[]).unwrap_or_else(|e| panic!("a warm plan: {e}"));
+    assert_eq!(warm.start, Start::Warm);
+    assert_eq!(warm.main_link, None);
+    assert!(warm.skill_files.is_empty());
+    assert_eq!(warm.argv, cold.argv);
+    assert_eq!(warm.preload, cold.preload);
+    assert_eq!(warm.mounts, cold.mounts);
+    assert_eq!(warm.landlock, cold.landlock);
+    assert_eq!(warm.seccomp, cold.seccomp);
+    let files: u64 = cold.skill_files.iter().map(|f| f.bytes.len() as u64).sum();
+    assert_eq!(
+        warm.root_bytes + files,
+        cold.root_bytes,
+        "the hand-over's root size is a cold job's"
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(feature = "test-hooks"),
+    ignore = "a left-out layer needs --features test-hooks"
+)]
+fn a_warm_plan_needs_the_whole_sandbox() {
+    for layer in [Layer::Seccomp, Layer::Landlock, Layer::Preload, Layer::Root] {
+        let err = warm_plan(&[layer]).err().unwrap_or_default();
+        assert!(err.contains("whole sandbox"), "{layer:?}: {err}");
+    }
 }

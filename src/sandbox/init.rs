@@ -11,7 +11,7 @@
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
 use super::{exec_gate, landlock, seccomp};
-use crate::plan::{ExecGateStep, MountStep, Plan, RootSteps};
+use crate::plan::{ExecGateStep, HandOver, MountStep, Plan, RootSteps, Start};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 /// The descriptor the parent reads reports from, and the job's network namespace when the
 /// runner serves its egress (`Plan::join_netns`): numbers the plan and the runner share.
-pub use crate::plan::{NETNS_FD, REPORT_FD};
+pub use crate::plan::{NETNS_FD, REPORT_FD, WARM_FD};
 /// The largest plan the init stage accepts (a plan is a few KiB plus the skill's files:
 /// the preload and the seccomp programs, as base64, are most of a small one).
 const MAX_PLAN_BYTES: u64 = 4 * 1024 * 1024;
@@ -42,11 +42,22 @@ pub enum Report {
     Exited { code: i32 },
     /// Node was killed by this signal.
     Signaled { signal: i32 },
+    /// A warm sandbox (`Start::Warm`): every layer is applied and Node is executed next,
+    /// to wait at the preload's gate.
+    Ready,
+    /// A warm sandbox's pid 1 laid the job's files: the runner may open the gate.
+    HandedOver,
 }
 
 /// Writes the plan the way `read_plan` expects it: a little-endian length, then JSON.
 pub fn encode_plan(plan: &Plan) -> serde_json::Result<Vec<u8>> {
-    let json = serde_json::to_vec(plan)?;
+    encode_message(plan)
+}
+
+/// A little-endian length, then JSON: the plan on stdin, a warm sandbox's hand-over on
+/// [`WARM_FD`].
+pub fn encode_message<T: Serialize>(message: &T) -> serde_json::Result<Vec<u8>> {
+    let json = serde_json::to_vec(message)?;
     let mut out = Vec::with_capacity(json.len() + 8);
     out.extend_from_slice(&(json.len() as u64).to_le_bytes());
     out.extend_from_slice(&json);
@@ -64,21 +75,26 @@ fn report(r: &Report) {
 
 /// Reads exactly the plan from stdin, never a byte more: what follows is the tool's input.
 fn read_plan() -> Result<Plan, String> {
-    // SAFETY: fd 0 is our stdin; ManuallyDrop keeps it open for Node.
-    let mut stdin = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(0) });
+    read_message(0, "the plan")
+}
+
+/// Reads exactly one message written by [`encode_message`] from `fd`, never a byte more.
+fn read_message<T: serde::de::DeserializeOwned>(fd: i32, what: &str) -> Result<T, String> {
+    // SAFETY: `fd` is open in this process; ManuallyDrop keeps it open (stdin for Node).
+    let mut input = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
     let mut len = [0u8; 8];
-    stdin
+    input
         .read_exact(&mut len)
-        .map_err(|e| format!("reading the plan's length: {e}"))?;
+        .map_err(|e| format!("reading the length of {what}: {e}"))?;
     let len = u64::from_le_bytes(len);
     if len > MAX_PLAN_BYTES {
-        return Err(format!("plan of {len} bytes is larger than allowed"));
+        return Err(format!("{what} of {len} bytes is larger than allowed"));
     }
     let mut buf = vec![0u8; len as usize];
-    stdin
+    input
         .read_exact(&mut buf)
-        .map_err(|e| format!("reading the plan: {e}"))?;
-    serde_json::from_slice(&buf).map_err(|e| format!("decoding the plan: {e}"))
+        .map_err(|e| format!("reading {what}: {e}"))?;
+    serde_json::from_slice(&buf).map_err(|e| format!("decoding {what}: {e}"))
 }
 
 /// Entry point of `sandbox-init`. Never returns.
@@ -103,20 +119,26 @@ pub fn main() -> ! {
             fail("join network namespace", nix::errno::Errno::last());
         }
     }
-    // A: nothing but 0-2, the report descriptor and the exec gate's socket crosses into
-    // the sandbox (the gate's socket is closed before Node starts, see exec_gate).
+    // A: nothing but 0-2, the report descriptor, the exec gate's socket and, for a warm
+    // sandbox, the hand-over's pipe crosses into the sandbox (the gate's socket is closed
+    // before Node starts, see exec_gate; the hand-over's is pid 1's alone: close-on-exec,
+    // and closed by pid 1's child before anything else).
+    let warm = plan.start == Start::Warm;
     // SAFETY: close and close_range on descriptors this process does not use.
     let rc = unsafe {
         libc::close(NETNS_FD);
-        libc::syscall(
-            libc::SYS_close_range,
-            exec_gate::GATE_FD as u32 + 1,
-            u32::MAX,
-            0u32,
-        )
+        if !warm {
+            libc::close(WARM_FD);
+        }
+        libc::syscall(libc::SYS_close_range, WARM_FD as u32 + 1, u32::MAX, 0u32)
     };
     if rc != 0 {
         fail("close descriptors", std::io::Error::last_os_error());
+    }
+    if warm {
+        if let Err(e) = check_hand_over_pipe() {
+            fail("hand-over pipe", e);
+        }
     }
     if let Err(e) = exec_gate::check_inherited() {
         fail("exec gate", e);
@@ -186,11 +208,17 @@ fn close_stdio() {
     }
 }
 
-/// B: pid 1 of the job. Forks Node's process and reports its end.
+/// B: pid 1 of the job. Forks Node's process and reports its end; in a warm sandbox,
+/// first lays the job's files into the root at the hand-over.
 fn pid_one(plan: Plan) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
+    // The host's root, to tell it from the job's at the hand-over (pid 1 writes as root).
+    let host_root = match nix::sys::stat::stat("/") {
+        Ok(st) => st.st_dev,
+        Err(e) => fail("stat root", e),
+    };
     // SAFETY: still single-threaded.
     match unsafe { fork() } {
         Err(e) => fail("fork tool", e),
@@ -201,8 +229,21 @@ fn pid_one(plan: Plan) -> ! {
         Ok(ForkResult::Parent { child }) => {
             close_stdio();
             exec_gate::close_inherited();
+            let mut ended = None;
+            if plan.start == Start::Warm {
+                match await_hand_over(child, host_root) {
+                    Ok(HandOverEnd::Handed) => report(&Report::HandedOver),
+                    Ok(HandOverEnd::ToolEnded(status)) => ended = Some(status),
+                    // Ending pid 1 ends the namespace: Node, at its gate, with it.
+                    Err((step, e)) => fail(step, e),
+                }
+            }
             loop {
-                match waitpid(None, None) {
+                let status = match ended.take() {
+                    Some(s) => Ok(s),
+                    None => waitpid(None, None),
+                };
+                match status {
                     Ok(WaitStatus::Exited(pid, code)) if pid == child => {
                         report(&Report::Exited { code });
                         break;
@@ -217,6 +258,102 @@ fn pid_one(plan: Plan) -> ! {
             }
             std::process::exit(0);
         }
+    }
+}
+
+/// A: the hand-over's descriptor must be the pipe the runner passed; it never crosses an
+/// exec.
+fn check_hand_over_pipe() -> Result<(), String> {
+    // SAFETY: a descriptor number we only inspect; fstat fails on one that is not open.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(WARM_FD) };
+    let st = nix::sys::stat::fstat(fd).map_err(|e| {
+        format!("descriptor {WARM_FD}: {e}; the runner must pass the hand-over's pipe")
+    })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFIFO {
+        return Err(format!(
+            "descriptor {WARM_FD} is not the hand-over's pipe (a runner and an init of different versions?)"
+        ));
+    }
+    // SAFETY: fcntl on our own descriptor.
+    if unsafe { libc::fcntl(WARM_FD, libc::F_SETFD, libc::FD_CLOEXEC) } != 0 {
+        return Err(format!(
+            "hand-over descriptor: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    Ok(())
+}
+
+enum HandOverEnd {
+    Handed,
+    /// The tool ended before its job came (a warm sandbox that died waiting).
+    ToolEnded(WaitStatus),
+}
+
+/// How often pid 1 looks whether the waiting tool still lives.
+const WARM_CHECK_MS: u16 = 1000;
+
+/// B in a warm sandbox: waits for the job's files on [`WARM_FD`] while the tool (Node at
+/// its gate) lives, then lays them into the job's root, entered by the tool's process
+/// (its `pivot_root` moved pid 1's root too), exactly as a cold job's are laid.
+fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEnd, StepError> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use nix::sys::wait::WaitPidFlag;
+    use std::os::fd::BorrowedFd;
+    // SAFETY: WARM_FD was checked to be the runner's pipe and stays open in this process.
+    let pipe = unsafe { BorrowedFd::borrow_raw(WARM_FD) };
+    loop {
+        let mut fds = [PollFd::new(pipe, PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(WARM_CHECK_MS)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(_) => break,
+            Err(e) => return Err(("hand over", format!("waiting for the job: {e}"))),
+        }
+        match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) | Err(nix::errno::Errno::EINTR) => {}
+            Ok(status) => return Ok(HandOverEnd::ToolEnded(status)),
+            Err(e) => return Err(("hand over", format!("waiting for the tool: {e}"))),
+        }
+    }
+    let hand_over: HandOver = step("hand over", read_message(WARM_FD, "the hand-over"))?;
+    // SAFETY: closing our own descriptor, read to its end.
+    unsafe { libc::close(WARM_FD) };
+    // Never laid into the host's tree: the tool's pivot must have happened.
+    let root = step("hand over", nix::sys::stat::stat("/"))?;
+    let fs = step("hand over", nix::sys::statfs::statfs("/"))?;
+    if root.st_dev == host_root || fs.filesystem_type() != nix::sys::statfs::TMPFS_MAGIC {
+        return Err((
+            "hand over",
+            "pid 1's root is not the job's root; the job's files are not laid".into(),
+        ));
+    }
+    // The root as a cold job's: writable for the files, at the size it would have had.
+    let size = format!("size={}", hand_over.root_bytes);
+    step(
+        "hand over: writable root",
+        mount(
+            None::<&str>,
+            "/",
+            None::<&str>,
+            MsFlags::MS_REMOUNT | MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+            Some(size.as_str()),
+        ),
+    )?;
+    lay_skill(&hand_over.skill_files, Some(&hand_over.entry))?;
+    seal_root()?;
+    // The tool waited at low priority (the runner started the sandbox so); it runs its
+    // job at the usual one. Its process group is its session's: every thread of it.
+    // SAFETY: setpriority takes numbers only.
+    if unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, 0) } != 0 {
+        return Err((
+            "hand over: priority",
+            std::io::Error::last_os_error().to_string(),
+        ));
+    }
+    match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
+        Ok(WaitStatus::StillAlive) => Ok(HandOverEnd::Handed),
+        Ok(status) => Ok(HandOverEnd::ToolEnded(status)),
+        Err(e) => Err(("hand over", format!("waiting for the tool: {e}"))),
     }
 }
 
@@ -244,6 +381,11 @@ fn become_tool(plan: &Plan) -> StepError {
 }
 
 fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
+    // 0. The hand-over's pipe is pid 1's: the tool never holds it, not even before exec.
+    if plan.start == Start::Warm {
+        // SAFETY: closing a descriptor of our own that nothing else in this process uses.
+        unsafe { libc::close(WARM_FD) };
+    }
     // 1. Parent death: if pid 1 goes, so does the tool.
     step(
         "parent death signal",
@@ -321,7 +463,12 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
     if let Some(filters) = &plan.seccomp {
         step("seccomp", seccomp::install(filters))?;
     }
-    // 12. Become Node: the gate's first notification, which the runner continues.
+    // 12. Become Node: the gate's first notification, which the runner continues. A warm
+    //     sandbox says first that it is ready (a write on the report descriptor, which
+    //     closes with the exec).
+    if plan.start == Start::Warm {
+        report(&Report::Ready);
+    }
     Err(match execve(&exe, &argv, &env) {
         Ok(never) => match never {},
         Err(e) => ("execve node", e.to_string()),
@@ -356,16 +503,19 @@ fn build_root(plan: &Plan) -> Result<(), StepError> {
             ),
         )?;
     }
-    // 4. The skill's files and the preload, written into the job's own root (no host
-    //    path behind them); then Node, its libraries, devices and /proc, each read-only.
-    write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
-    write_files(&plan.root, "/runtime", std::slice::from_ref(&plan.preload))?;
-    if !plan.etc_files.is_empty() {
-        write_files(&plan.root, "/etc", &plan.etc_files)?;
-    }
     if plan.root_steps != RootSteps::Enter {
-        return Ok(());
+        // The layer matrix: the files where the job finds them, no root to enter.
+        write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
+        return write_runtime_files(&plan.root, plan);
     }
+    // 4. The skill's folder, the preload and /etc, written into the job's own root (no
+    //    host path behind them); then Node, its libraries, devices and /proc, each
+    //    read-only.
+    step(
+        "create skill directory",
+        std::fs::create_dir_all(under(&plan.root, Path::new(crate::plan::SKILL_DIR))),
+    )?;
+    write_runtime_files(&plan.root, plan)?;
     for m in &plan.mounts {
         apply_mount(&plan.root, m)?;
     }
@@ -374,6 +524,41 @@ fn build_root(plan: &Plan) -> Result<(), StepError> {
     step("pivot_root", pivot_root(".", "."))?;
     step("detach old root", umount2(".", MntFlags::MNT_DETACH))?;
     step("chdir /", chdir("/"))?;
+    // The tool's own files last, so that a warm sandbox, whose pid 1 lays them at the
+    // hand-over (`lay_hand_over`), ends with the very same root (its inodes in the same
+    // order).
+    if plan.start != crate::plan::Start::Warm {
+        lay_skill(&plan.skill_files, plan.main_link.as_deref())?;
+    }
+    seal_root()
+}
+
+/// The preload, and the plan's files under `/etc`, under `root`.
+fn write_runtime_files(root: &Path, plan: &Plan) -> Result<(), StepError> {
+    write_files(root, "/runtime", std::slice::from_ref(&plan.preload))?;
+    if !plan.etc_files.is_empty() {
+        write_files(root, "/etc", &plan.etc_files)?;
+    }
+    Ok(())
+}
+
+/// The tool's files under `/skill` and, for a gated start, `MAIN_LINK` to its entry; in
+/// the job's root, entered and still writable.
+fn lay_skill(files: &[crate::plan::PlanFile], entry: Option<&str>) -> Result<(), StepError> {
+    write_files(Path::new("/"), crate::plan::SKILL_DIR, files)?;
+    if let Some(entry) = entry {
+        let target = Path::new(crate::plan::SKILL_DIR).join(entry);
+        step(
+            "main link",
+            std::os::unix::fs::symlink(target, crate::plan::MAIN_LINK),
+        )?;
+    }
+    Ok(())
+}
+
+/// The last step of the root: read-only, no set-uid, no devices, nothing executable
+/// (Node and its loader are bind mounts of their own).
+fn seal_root() -> Result<(), StepError> {
     step(
         "read-only root",
         mount(

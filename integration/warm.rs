@@ -1,0 +1,624 @@
+//! Warm sandboxes (issue 12): a job handed to a sandbox started before it came sees what a
+//! cold job sees, gets a result of the same form with its own figures, and the pool's
+//! sandboxes hold against a tool aimed at them. In-process engines, as the daemon uses
+//! them; the daemon's pool has its own tests (daemon.rs).
+
+use crate::common::*;
+use openvibe_skill_runner::cancel::Cancel;
+use openvibe_skill_runner::engine::warm::{Shape, WarmSandbox, WarmSource};
+use openvibe_skill_runner::engine::Engine;
+use openvibe_skill_runner::job::{parse_job_value, Bounds};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::Mutex;
+
+fn engine(state: &State) -> Engine {
+    Engine::start(hermetic_engine_config(state.path()))
+        .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+        .with_runner_executable(PathBuf::from(BIN))
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+}
+
+/// Hands out the sandboxes it was given, each once.
+struct Given(Mutex<Vec<WarmSandbox>>);
+
+impl WarmSource for Given {
+    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
+        let mut all = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let at = all.iter().position(|s| s.shape() == shape)?;
+        Some(all.remove(at))
+    }
+}
+
+impl Given {
+    fn left(&self) -> usize {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+}
+
+fn warm(rt: &tokio::runtime::Runtime, engine: &Engine, shape: Shape) -> WarmSandbox {
+    rt.block_on(engine.warm_up(shape))
+        .unwrap_or_else(|e| panic!("a warm sandbox must start here: {e}"))
+}
+
+/// Waits (bounded) until the sandbox's Node has started with every layer applied.
+fn until_ready(sandbox: &mut WarmSandbox) {
+    for _ in 0..600 {
+        if sandbox.is_ready() {
+            return;
+        }
+        assert!(sandbox.is_alive(), "the warm sandbox ended while starting");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("the warm sandbox was not ready within 30 s");
+}
+
+fn run_with(
+    rt: &tokio::runtime::Runtime,
+    engine: &Engine,
+    job: Value,
+    source: &dyn WarmSource,
+) -> Value {
+    let valid =
+        parse_job_value(job, &Bounds::default()).unwrap_or_else(|r| panic!("valid job: {r:?}"));
+    let result = rt.block_on(engine.run_with(valid, &Cancel::new(), source));
+    serde_json::to_value(&result).expect("result json")
+}
+
+fn warm_prefix() -> String {
+    format!("warm.{}.", std::process::id())
+}
+
+/// The tool's own view (what Node's permission model lets it ask), then a pause, in
+/// which the test looks at its process from the host (`snapshot`): the pause starts once
+/// it has read its whole input, so after the hand-over.
+const VIEW: &str = r#"
+const fs = require('fs');
+const os = require('os');
+const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || e.message; } };
+const val = (f) => { try { return f(); } catch (e) { return e.code || e.message; } };
+const fds = [];
+for (let fd = 0; fd < 64; fd++) {
+  try { const s = fs.fstatSync(fd); fds.push([fd, s.isFIFO(), s.isSocket(), s.isFile(), s.isCharacterDevice(), s.mode]); } catch (e) { fds.push([fd, e.code]); }
+}
+let input = '';
+process.stdin.on('data', (c) => { input += c; });
+process.stdin.on('end', () => {
+  const view = {
+    input: JSON.parse(input), argv: process.argv, execArgv: process.execArgv,
+    main: require.main && require.main.filename, filename: __filename,
+    env: Object.keys(process.env), pid: process.pid, ppid: process.ppid, cwd: process.cwd(),
+    hostname: val(() => os.hostname()), gid: val(() => process.getgid()),
+    groups: val(() => process.getgroups()), fds, skill: val(() => fs.readdirSync('/skill')),
+    priority: val(() => os.getPriority()),
+    write_skill: code(() => fs.writeFileSync('/skill/new.js', 'x')),
+    write_root: code(() => fs.writeFileSync('/new', 'x')),
+  };
+  setTimeout(() => process.stdout.write(JSON.stringify(view)), 1500);
+});
+"#;
+
+/// The host's look at a job's Node process (`pid`, the job's pid 2), as far as a warm
+/// sandbox could differ from a cold one: its descriptors, environment, command line,
+/// mountinfo (the root's size and flags among the options), identity, capabilities,
+/// seccomp, limits, the priority of every thread, and its whole root (every path but
+/// `/proc`: type, mode, size, owner, links, a link's target). What differs between any two
+/// jobs is left out: mount ids and device numbers, inode numbers, times, the host's pid,
+/// and the job's uid (named `UID`).
+fn snapshot(pid: i32, uid: u64) -> Value {
+    use std::os::unix::fs::MetadataExt;
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let read = |name: &str| {
+        std::fs::read(proc_dir.join(name))
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_else(|e| format!("error {e}"))
+    };
+    let uid_s = uid.to_string();
+    let named = |s: &str| s.replace(&uid_s, "UID");
+    let mut fds = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(proc_dir.join("fd")) {
+        for e in entries.flatten() {
+            let link = std::fs::read_link(e.path())
+                .map(|l| l.display().to_string())
+                .unwrap_or_default();
+            let kind = link.split(':').next().unwrap_or("").to_string();
+            fds.push(format!("{} {kind}", e.file_name().to_string_lossy()));
+        }
+    }
+    fds.sort();
+    let mountinfo: Vec<String> = read("mountinfo")
+        .lines()
+        .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string())
+        .collect();
+    let status: Vec<String> = read("status")
+        .lines()
+        .filter(|l| {
+            [
+                "Uid:",
+                "Gid:",
+                "Groups:",
+                "CapInh:",
+                "CapPrm:",
+                "CapEff:",
+                "CapBnd:",
+                "CapAmb:",
+                "NoNewPrivs:",
+                "Seccomp:",
+                "Seccomp_filters:",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .map(named)
+        .collect();
+    let mut nice = Vec::new();
+    if let Ok(tasks) = std::fs::read_dir(proc_dir.join("task")) {
+        for t in tasks.flatten() {
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+            nice.push(after.split(' ').nth(16).unwrap_or("?").to_string());
+        }
+    }
+    nice.sort();
+    nice.dedup();
+    let mut tree = Vec::new();
+    let root = proc_dir.join("root");
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let rel = path
+                .strip_prefix(&root)
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            if rel == "proc" || tree.len() > 2000 {
+                continue;
+            }
+            let Ok(m) = std::fs::symlink_metadata(&path) else {
+                continue;
+            };
+            let target = std::fs::read_link(&path)
+                .map(|t| t.display().to_string())
+                .unwrap_or_default();
+            tree.push(named(&format!(
+                "{rel} {:o} {} {} {} {} {target}",
+                m.mode(),
+                m.size(),
+                m.uid(),
+                m.gid(),
+                m.nlink()
+            )));
+            if m.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    tree.sort();
+    json!({
+        "fds": fds, "environ": read("environ"), "cmdline": read("cmdline"),
+        "mountinfo": mountinfo, "status": status, "limits": read("limits"),
+        "nice": nice, "tree": tree,
+    })
+}
+
+/// The host pid and uid of the job's Node (its pid 2) in the job cgroup named `cgroup`,
+/// once its files are laid (its `/runtime/main` exists) and it had a moment to read its
+/// input; waits at most 20 s, or until `ended` (the job's run) says the job is over.
+fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
+    for _ in 0..400 {
+        if ended() {
+            return None;
+        }
+        for p in sandbox_processes(cgroup) {
+            let status =
+                std::fs::read_to_string(format!("/proc/{}/status", p.pid)).unwrap_or_default();
+            let pid2 = status
+                .lines()
+                .any(|l| l.starts_with("NSpid:") && l.trim_end().ends_with("\t2"));
+            let laid =
+                std::fs::symlink_metadata(format!("/proc/{}/root/runtime/main", p.pid)).is_ok();
+            if pid2 && laid {
+                std::thread::sleep(std::time::Duration::from_millis(500));
+                return Some((p.pid, p.uid));
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    panic!("no Node of the job in cgroup {cgroup} within 20 s");
+}
+
+/// Runs `job` on a thread while the host looks at its Node (`node_of`): its result and
+/// the host's snapshot, or a failure naming the result of a job that ended first.
+fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Value) {
+    std::thread::scope(|s| {
+        let run = s.spawn(job);
+        let found = node_of(cgroup, &|| run.is_finished());
+        let host = found.map(|(pid, uid)| snapshot(pid, uid));
+        let result = run.join().expect("the job's thread");
+        match host {
+            Some(host) => (result, host),
+            None => {
+                panic!("the job in cgroup {cgroup} ended before the host saw its Node: {result}")
+            }
+        }
+    })
+}
+
+#[test]
+fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let input = json!({"text": "hello warm world"});
+    let (cold, cold_host) = run_watched("warm-view-cold.", || {
+        run_engine_job(&engine, code_job("warm-view-cold", VIEW, input.clone()))
+    });
+    assert_status(&cold, "ok", None);
+    let sandbox = warm(&rt, &engine, Shape::default_job());
+    let name = sandbox.cgroup_paths()[0]
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("a cgroup name");
+    let source = Given(Mutex::new(vec![sandbox]));
+    let (hot, hot_host) = run_watched(&name, || {
+        run_with(
+            &rt,
+            &engine,
+            code_job("warm-view-warm", VIEW, input.clone()),
+            &source,
+        )
+    });
+    assert_eq!(source.left(), 0, "the job took the warm sandbox");
+    assert_status(&hot, "ok", None);
+    // The result's form: every field a cold result has, no other.
+    let keys = |v: &Value| -> Vec<String> {
+        let mut k: Vec<String> = v.as_object().expect("object").keys().cloned().collect();
+        k.sort();
+        k
+    };
+    assert_eq!(keys(&hot), keys(&cold));
+    let (c, w) = (&cold["output"], &hot["output"]);
+    assert_eq!(w["input"], input, "the tool read exactly its input");
+    assert_eq!(w["argv"][1], "/skill/tool.js");
+    assert_eq!(w["main"], "/skill/tool.js");
+    assert_ne!(w["write_skill"], "ok");
+    assert_ne!(w["write_root"], "ok");
+    for field in c.as_object().expect("object").keys() {
+        assert_eq!(
+            w[field], c[field],
+            "a warm tool sees {field} differently from a cold one"
+        );
+    }
+    assert_eq!(
+        hot_host["nice"],
+        json!(["0"]),
+        "every thread of the tool back at nice 0"
+    );
+    assert!(
+        hot_host["tree"]
+            .as_array()
+            .map(|t| t
+                .iter()
+                .any(|l| l.as_str().unwrap_or("").starts_with("skill/tool.js ")))
+            .unwrap_or(false),
+        "the host sees the tool's file in its root: {}",
+        hot_host["tree"]
+    );
+    for field in cold_host.as_object().expect("object").keys() {
+        assert_eq!(
+            hot_host[field], cold_host[field],
+            "the host sees the warm job's {field} differently from a cold one's"
+        );
+    }
+    state.assert_clean();
+    assert_host_clean("warm-view");
+    assert_host_clean(&warm_prefix());
+}
+
+#[test]
+fn a_warm_jobs_figures_are_its_own() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
+    let cold = run_engine_job(&engine, code_job("warm-fig-cold", tool, json!({"n": 1})));
+    let mut sandbox = warm(&rt, &engine, Shape::default_job());
+    until_ready(&mut sandbox);
+    // The warm-up's CPU is in the cgroup now; the job's figures must not carry it.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let source = Given(Mutex::new(vec![sandbox]));
+    let hot = run_with(
+        &rt,
+        &engine,
+        code_job("warm-fig-warm", tool, json!({"n": 1})),
+        &source,
+    );
+    assert_status(&cold, "ok", None);
+    assert_status(&hot, "ok", None);
+    assert_eq!(hot["output"], json!({"n": 1}));
+    let (cc, wc) = (
+        cold["cpu_ms"].as_u64().unwrap_or(0),
+        hot["cpu_ms"].as_u64().unwrap_or(u64::MAX),
+    );
+    assert!(
+        wc < cc,
+        "the warm job's cpu_ms {wc} must leave out Node's start, which the cold job's {cc} holds"
+    );
+    let (cw, ww) = (
+        cold["wall_ms"].as_u64().unwrap_or(0),
+        hot["wall_ms"].as_u64().unwrap_or(u64::MAX),
+    );
+    assert!(
+        ww < cw,
+        "the warm job's wall_ms {ww} counts from the hand-over (cold {cw})"
+    );
+    let peak = hot["mem_peak_bytes"].as_u64().unwrap_or(0);
+    assert!(peak > 0 && peak <= 134_217_728, "mem_peak_bytes {peak}");
+    state.assert_clean();
+    assert_host_clean("warm-fig");
+    assert_host_clean(&warm_prefix());
+}
+
+/// The memory limit is the job's: a bounded memory bomb in a warm sandbox of its shape
+/// ends `limit`/`memory` (the limit is applied when the sandbox is made, before any job).
+#[test]
+fn a_warm_job_is_held_to_its_memory_limit() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let mem = 64 * 1024 * 1024;
+    let shape = Shape {
+        net: openvibe_skill_runner::job::Net::Deny,
+        mem_bytes: mem,
+    };
+    let sandbox = warm(&rt, &engine, shape);
+    let limit = std::fs::read_to_string(
+        sandbox
+            .cgroup_paths()
+            .iter()
+            .map(|d| d.join("memory.limit_in_bytes"))
+            .chain(sandbox.cgroup_paths().iter().map(|d| d.join("memory.max")))
+            .find(|f| f.exists())
+            .expect("the warm sandbox has a memory limit file"),
+    )
+    .expect("read the limit");
+    assert_eq!(
+        limit.trim(),
+        mem.to_string(),
+        "the limit is applied before any job runs"
+    );
+    // Bounded: at most 512 MiB of buffers, far below the machine's memory.
+    let bomb = "const k=[];for(let i=0;i<512;i++){k.push(Buffer.alloc(1<<20,1));}process.stdout.write('{}');";
+    let mut job = code_job("warm-bomb", bomb, json!({}));
+    job["limits"]["mem_bytes"] = json!(mem);
+    let source = Given(Mutex::new(vec![sandbox]));
+    let result = run_with(&rt, &engine, job, &source);
+    assert_eq!(
+        source.left(),
+        0,
+        "the job took the warm sandbox of its shape"
+    );
+    assert_status(&result, "limit", Some("memory"));
+    state.assert_clean();
+    assert_host_clean("warm-bomb");
+    assert_host_clean(&warm_prefix());
+}
+
+/// A job whose shape has no warm sandbox runs cold, and the sandbox stays for its own.
+#[test]
+fn a_job_of_another_shape_runs_cold() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let sandbox = warm(&rt, &engine, Shape::default_job());
+    let source = Given(Mutex::new(vec![sandbox]));
+    let mut job = code_job(
+        "warm-shape",
+        "process.stdout.write('{\"ok\":1}')",
+        json!({}),
+    );
+    job["limits"]["mem_bytes"] = json!(96 * 1024 * 1024);
+    let result = run_with(&rt, &engine, job, &source);
+    assert_status(&result, "ok", None);
+    assert_eq!(
+        source.left(),
+        1,
+        "the warm sandbox of another shape was not used"
+    );
+    let left = source
+        .0
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .pop()
+        .expect("one left");
+    rt.block_on(left.discard());
+    state.assert_clean();
+    assert_host_clean("warm-shape");
+    assert_host_clean(&warm_prefix());
+}
+
+/// A warm sandbox whose processes died while it waited is discarded at the hand-over and
+/// the job runs cold, nothing of it lost.
+#[test]
+fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
+    let mut dead = warm(&rt, &engine, Shape::default_job());
+    until_ready(&mut dead);
+    // Only processes this test started: those in the warm sandbox's own cgroup.
+    let procs: Vec<i32> = dead
+        .cgroup_paths()
+        .iter()
+        .filter_map(|d| std::fs::read_to_string(d.join("cgroup.procs")).ok())
+        .flat_map(|t| {
+            t.lines()
+                .filter_map(|l| l.trim().parse::<i32>().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(!procs.is_empty(), "the warm sandbox has processes");
+    for pid in procs {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    for _ in 0..100 {
+        if !dead.is_alive() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let source = Given(Mutex::new(vec![dead]));
+    let result = run_with(
+        &rt,
+        &engine,
+        code_job("warm-dead", tool, json!({"dead": true})),
+        &source,
+    );
+    assert_eq!(source.left(), 0);
+    assert_status(&result, "ok", None);
+    assert_eq!(result["output"], json!({"dead": true}));
+    state.assert_clean();
+    assert_host_clean("warm-dead");
+    assert_host_clean(&warm_prefix());
+}
+
+/// A tool aimed at the pool: from a warm sandbox it looks for the hand-over's pipe (its
+/// descriptors, pid 1's), and for the other warm sandbox waiting beside it: it signals
+/// every process it may (`kill(-1)`) and probes every pid it can guess. It does so only
+/// once it has checked the pid namespace holds (it is pid 2, its parent pid 1), so that
+/// nothing outside is ever at risk. The other sandbox must still wait, untouched, and
+/// serve the next job.
+const AIMED: &str = r#"
+const fs = require('fs');
+const code = (f) => { try { f(); return 'ok'; } catch (e) { return e.code || e.message; } };
+// The pid namespace holds: this is pid 2 of its own, its parent the job's pid 1.
+const held = process.pid === 2 && process.ppid === 1;
+const out = { held, pid: process.pid, ppid: process.ppid };
+// No descriptor but Node's own: the pipes beside stdin, stdout and stderr are the ones
+// a cold job's Node has (libuv's own), the hand-over's is not among them.
+out.pipes = [];
+for (let fd = 3; fd < 64; fd++) {
+  try { if (fs.fstatSync(fd).isFIFO()) out.pipes.push(fd); } catch (e) { /* not open */ }
+}
+out.pid1_fd = code(() => fs.readdirSync('/proc/1/fd'));
+out.pid1_warm = code(() => fs.openSync('/proc/1/fd/6', 'r'));
+if (held) {
+  out.kill_all = code(() => process.kill(-1, 'SIGKILL'));
+  // Every pid that answers: a cold job's Node answers for its own threads' ids alone.
+  out.guessed = [];
+  for (let pid = 1; pid < 4096; pid++) {
+    if (pid !== 2 && code(() => process.kill(pid, 0)) === 'ok') out.guessed.push(pid);
+  }
+}
+process.stdout.write(JSON.stringify(out));
+"#;
+
+#[test]
+fn a_tool_aimed_at_the_pool_reaches_nothing_of_it() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    // The same tool cold: what Node itself holds.
+    let cold = run_engine_job(&engine, code_job("warm-aimed-cold", AIMED, json!({})));
+    assert_status(&cold, "ok", None);
+    assert_eq!(cold["output"]["held"], true, "{cold}");
+    let mut first = warm(&rt, &engine, Shape::default_job());
+    let mut second = warm(&rt, &engine, Shape::default_job());
+    until_ready(&mut first);
+    until_ready(&mut second);
+    let source = Given(Mutex::new(vec![first]));
+    let result = run_with(
+        &rt,
+        &engine,
+        code_job("warm-aimed", AIMED, json!({})),
+        &source,
+    );
+    assert_status(&result, "ok", None);
+    let out = &result["output"];
+    assert_eq!(
+        out["held"], true,
+        "the pid namespace must hold before the attack: {out}"
+    );
+    assert_eq!(
+        out["pipes"], cold["output"]["pipes"],
+        "a pipe in the warm tool that a cold one does not have: {out}"
+    );
+    // Node's permission model answers these first (it proves only that); the host-side
+    // look in the view test shows the descriptors themselves.
+    assert_ne!(out["pid1_fd"], "ok", "{out}");
+    assert_ne!(out["pid1_warm"], "ok", "{out}");
+    assert_eq!(
+        out["guessed"], cold["output"]["guessed"],
+        "no pid but its own threads' answers a signal: {out}"
+    );
+    // The sandbox beside it waited through all of it and serves the next job.
+    assert!(
+        second.is_alive() && second.is_ready(),
+        "the other warm sandbox was reached"
+    );
+    let source = Given(Mutex::new(vec![second]));
+    let next = run_with(
+        &rt,
+        &engine,
+        code_job(
+            "warm-next",
+            "process.stdout.write('{\"next\":1}')",
+            json!({}),
+        ),
+        &source,
+    );
+    assert_status(&next, "ok", None);
+    assert_eq!(next["output"], json!({"next": 1}));
+    state.assert_clean();
+    assert_host_clean("warm-aimed");
+    assert_host_clean("warm-next");
+    assert_host_clean(&warm_prefix());
+}
+
+/// A tool that tries to stay alive to be reused (a timer that never ends, SIGTERM
+/// ignored) is killed at its wall clock like any job, and its sandbox is torn down: no
+/// process, cgroup or folder of it is left for another job to land in.
+#[test]
+fn a_tool_staying_alive_is_torn_down_with_its_sandbox() {
+    require_host();
+    let _guard = exclusive();
+    let state = State::new();
+    let engine = engine(&state);
+    let rt = runtime();
+    let sandbox = warm(&rt, &engine, Shape::default_job());
+    let source = Given(Mutex::new(vec![sandbox]));
+    let stay = "process.on('SIGTERM',()=>{});process.stdout.write('{}');setInterval(()=>{},1000);";
+    let mut job = code_job("warm-stay", stay, json!({}));
+    job["limits"]["wall_ms"] = json!(1500);
+    let result = run_with(&rt, &engine, job, &source);
+    assert_status(&result, "limit", Some("wall"));
+    state.assert_clean();
+    assert_host_clean("warm-stay");
+    assert_host_clean(&warm_prefix());
+}
