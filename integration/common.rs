@@ -55,7 +55,17 @@ pub fn hermetic(config: &str) -> String {
             runner[key] = toml_edit::value(repo().join(dir).display().to_string());
         }
     }
+    if warm_every_job() && !runner.contains_key("warm_every_job") {
+        runner["warm_every_job"] = toml_edit::value(true);
+    }
     doc.to_string()
+}
+
+/// `OVSR_WARM=1`: every job the runner runs by itself is handed over to a sandbox warmed
+/// for it (the test hook `runner.warm_every_job`), as the daemon's pool does; scripts/test
+/// runs the hostile suites a second time so.
+pub fn warm_every_job() -> bool {
+    std::env::var("OVSR_WARM").is_ok_and(|v| v == "1")
 }
 
 /// `state`'s `config.toml`, written hermetic and empty otherwise unless a test wrote one.
@@ -85,6 +95,7 @@ pub fn hermetic_engine_config(state: &Path) -> openvibe_skill_runner::config::Co
     config.runner.state_dir = state.to_path_buf();
     config.runner.policies_dir = Some(repo().join("policies"));
     config.runner.runtime_dir = Some(repo().join("runtime"));
+    config.runner.warm_every_job = warm_every_job();
     config
 }
 

@@ -73,7 +73,11 @@ fn run_with(
 }
 
 fn warm_prefix() -> String {
-    format!("warm.{}.", std::process::id())
+    format!(
+        "{}.{}.",
+        openvibe_skill_runner::engine::warm::warm_name(),
+        std::process::id()
+    )
 }
 
 /// The tool's own view (what Node's permission model lets it ask), then a pause, in

@@ -82,6 +82,11 @@ pub struct RunnerConfig {
     /// feature accepts it.
     #[serde(default)]
     pub omit_layers: Vec<crate::fault::Layer>,
+    /// The hostile suites with warm sandboxes only: every job the engine runs by itself
+    /// (`run-job`, `run`) first warms a sandbox of its shape and is handed over to it, as
+    /// the daemon's pool would. Only a build with the `test-hooks` feature accepts it.
+    #[serde(default)]
+    pub warm_every_job: bool,
     /// Jobs the daemon runs at once; 0 means the number of CPU cores.
     #[serde(default)]
     pub max_jobs: usize,
@@ -131,6 +136,103 @@ pub struct DaemonConfig {
     /// How long a client may take to send a request's body.
     #[serde(default = "default_body_timeout_ms")]
     pub body_timeout_ms: u64,
+    /// The sandboxes kept ready for the next jobs (`daemon::pool`).
+    #[serde(default)]
+    pub warm: WarmConfig,
+}
+
+/// `[daemon.warm]`: which sandboxes the daemon keeps ready, and for how long. A warm
+/// sandbox is every layer of a `deny` job's sandbox made and Node started, waiting for a
+/// job of its `mem_bytes`; it is never counted against `max_jobs` or the queue.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmConfig {
+    /// Off: every job runs cold, as the CLI's do.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The shapes always kept (`net` is always `deny`: a job with egress gets its own
+    /// namespace when it starts), each with how many wait ready.
+    #[serde(default = "default_warm_shapes")]
+    pub shapes: Vec<WarmShape>,
+    /// Up to this many more shapes, one sandbox each, taken from what recent `deny` jobs
+    /// asked for (a `mem_bytes` asked for at least twice among the last 32 jobs).
+    #[serde(default = "default_warm_learn")]
+    pub learn: usize,
+    /// A sandbox that has waited this long is replaced by a fresh one.
+    #[serde(default = "default_warm_max_age_ms")]
+    pub max_age_ms: u64,
+}
+
+/// One `[[daemon.warm.shapes]]` entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmShape {
+    pub mem_bytes: u64,
+    pub count: usize,
+}
+
+/// More warm sandboxes than this for one shape is a typo, not a plan: each holds a Node.
+pub const WARM_COUNT_MAX: usize = 16;
+
+fn default_true() -> bool {
+    true
+}
+fn default_warm_shapes() -> Vec<WarmShape> {
+    vec![WarmShape {
+        mem_bytes: crate::job::MEM_BYTES_DEFAULT,
+        count: 2,
+    }]
+}
+fn default_warm_learn() -> usize {
+    2
+}
+fn default_warm_max_age_ms() -> u64 {
+    600_000
+}
+
+impl Default for WarmConfig {
+    fn default() -> Self {
+        WarmConfig {
+            enabled: true,
+            shapes: default_warm_shapes(),
+            learn: default_warm_learn(),
+            max_age_ms: default_warm_max_age_ms(),
+        }
+    }
+}
+
+impl WarmConfig {
+    /// A value that parses but cannot be used, named with what to change.
+    pub fn problem(&self) -> Option<String> {
+        use crate::job::{MEM_BYTES_CAP, MEM_BYTES_MIN};
+        for s in &self.shapes {
+            if !(MEM_BYTES_MIN..=MEM_BYTES_CAP).contains(&s.mem_bytes) {
+                return Some(format!(
+                    "daemon.warm.shapes: mem_bytes {} is outside the jobs' range {MEM_BYTES_MIN}..={MEM_BYTES_CAP}; no job could use such a sandbox",
+                    s.mem_bytes
+                ));
+            }
+            if s.count > WARM_COUNT_MAX {
+                return Some(format!(
+                    "daemon.warm.shapes: count {} for mem_bytes {} is above {WARM_COUNT_MAX}; each warm sandbox holds a started Node (about 50 MB)",
+                    s.count, s.mem_bytes
+                ));
+            }
+        }
+        if self.learn > WARM_COUNT_MAX {
+            return Some(format!(
+                "daemon.warm.learn: {} is above {WARM_COUNT_MAX}",
+                self.learn
+            ));
+        }
+        if self.max_age_ms < 1000 {
+            return Some(format!(
+                "daemon.warm.max_age_ms: {} is below 1000; a sandbox would be replaced before it could serve",
+                self.max_age_ms
+            ));
+        }
+        None
+    }
 }
 
 pub const DEFAULT_SOCKET: &str = "/run/openvibe-link/skill-runner.sock";
@@ -166,6 +268,7 @@ impl Default for DaemonConfig {
             log_json: false,
             header_timeout_ms: default_header_timeout_ms(),
             body_timeout_ms: default_body_timeout_ms(),
+            warm: WarmConfig::default(),
         }
     }
 }
@@ -206,6 +309,7 @@ impl Default for RunnerConfig {
             fault_inject: None,
             pretend_missing: Vec::new(),
             omit_layers: Vec::new(),
+            warm_every_job: false,
             max_jobs: 0,
             queue_len: 0,
             dns_servers: Vec::new(),
@@ -286,6 +390,7 @@ impl Config {
             self.runner.sandbox_uid_count,
         )
         .or_else(|| self.hooks_problem())
+        .or_else(|| self.daemon.warm.problem())
     }
 
     /// A test hook set in a build that does not honour it (`fault::hooks_problem`).
@@ -294,6 +399,7 @@ impl Config {
             self.runner.fault_inject,
             &self.runner.pretend_missing,
             &self.runner.omit_layers,
+            self.runner.warm_every_job,
         )
     }
 

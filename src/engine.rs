@@ -315,8 +315,15 @@ impl Engine {
         self.run_cold(&job, &files, cancel).await
     }
 
-    /// Runs one valid job to its terminal result, cold.
+    /// Runs one valid job to its terminal result, cold (or, with the test hook
+    /// `runner.warm_every_job`, in a sandbox warmed for it first).
     pub async fn run(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
+        if crate::fault::HOOKS
+            && self.config.runner.warm_every_job
+            && self.warmable(Shape::of(&job))
+        {
+            return self.run_warmed_first(job, cancel).await;
+        }
         match self.verified_files(&job).await {
             Ok(files) => self.run_cold(&job, &files, cancel).await,
             Err(result) => *result,

@@ -140,6 +140,7 @@ pub fn hooks_problem(
     fault: Option<Fault>,
     missing: &[MissingLayer],
     omit: &[Layer],
+    warm_every_job: bool,
 ) -> Option<String> {
     if HOOKS {
         return None;
@@ -148,6 +149,7 @@ pub fn hooks_problem(
         ("runner.fault_inject", fault.is_some()),
         ("runner.pretend_missing", !missing.is_empty()),
         ("runner.omit_layers", !omit.is_empty()),
+        ("runner.warm_every_job", warm_every_job),
     ]
     .into_iter()
     .filter_map(|(key, on)| on.then_some(key))
@@ -186,18 +188,18 @@ mod tests {
 
     #[test]
     fn hooks_are_refused_exactly_when_the_build_lacks_the_feature() {
-        assert_eq!(hooks_problem(None, &[], &[]), None);
-        let p = hooks_problem(Some(Fault::Seccomp), &[], &[Layer::Landlock]);
+        assert_eq!(hooks_problem(None, &[], &[], false), None);
+        let p = hooks_problem(Some(Fault::Seccomp), &[], &[Layer::Landlock], true);
         if HOOKS {
             assert_eq!(p, None);
         } else {
             let p = p.expect("refused without the feature");
             assert!(
-                p.contains("runner.fault_inject, runner.omit_layers are a test hook")
+                p.contains("runner.fault_inject, runner.omit_layers, runner.warm_every_job are a test hook")
                     && p.contains("--features test-hooks"),
                 "{p}"
             );
-            let p = hooks_problem(None, &[MissingLayer::Cgroups], &[]).expect("refused");
+            let p = hooks_problem(None, &[MissingLayer::Cgroups], &[], false).expect("refused");
             assert!(
                 p.starts_with("runner.pretend_missing is a test hook"),
                 "{p}"

@@ -424,7 +424,7 @@ pub fn is_node_hardening_flag(arg: &str) -> bool {
 /// asked to inject a fault or leave a layer out (the configuration refuses that first; the
 /// plan refuses it again, so no path around the configuration runs a job with less).
 pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
-    if let Some(problem) = crate::fault::hooks_problem(inputs.fault, &[], inputs.omit) {
+    if let Some(problem) = crate::fault::hooks_problem(inputs.fault, &[], inputs.omit, false) {
         return Err(problem);
     }
     let PlanInputs {

@@ -6,8 +6,9 @@
  * suite compiles it (cc -static -O2) and runs it only through Engine::with_probe_executable,
  * under the very plan Node gets (same init stage, namespaces, uid, landlock, seccomp).
  *
- * Its argv is Node's (from the plan) and is ignored. The job's args.input arrives on stdin
- * as JSON: one string, "MODE ARG...":
+ * Its argv is Node's (from the plan) and is ignored. On stdin come the gate's go byte (a
+ * newline, which Node's preload would read) and the job's args.input as JSON: one string,
+ * "MODE ARG...":
  *   "main ABSTRACT HOSTPATH HOSTPID SYSVKEY"  every attempt that returns; prints
  *       {"attempts": {NAME: {"ret": R, "errno": E}}, "facts": {...}} and exits 0
  *   "int80"  an i386 system call through int $0x80: seccomp must kill the process
@@ -1033,8 +1034,11 @@ int main(int argc, char **argv) {
         len += (size_t)n;
     }
     in[len] = 0;
-    /* The input is a JSON string: drop the quotes, split on spaces. */
+    /* The gate's go byte comes first, as Node's preload reads it; then the input, a JSON
+     * string: drop the quotes, split on spaces. */
     char *s = in;
+    if (*s == '\n')
+        s++;
     if (*s == '"')
         s++;
     char *q = strchr(s, '"');

@@ -14,7 +14,8 @@
 use super::admit::{self, Load, NotStarted, Prior};
 use super::journal::{self, Entry, Journal, JournalError, Trouble};
 use super::metrics::{Gauges, Metrics};
-use super::runner::JobRunner;
+use super::pool::{Pool, PoolSettings};
+use super::runner::{JobRunner, PooledEngine};
 use crate::cancel::{Cancel, Cause};
 use crate::config::Config;
 use crate::engine::Engine;
@@ -50,6 +51,8 @@ pub struct Jobs {
     runner: Option<Arc<dyn JobRunner>>,
     /// The engine itself, for what `/v1/info` tells about the host; never used to run.
     engine: Option<Arc<Engine>>,
+    /// The sandboxes kept warm for the engine's jobs (none in the unit tests' stand-in).
+    pool: Option<Arc<Pool<Engine>>>,
     /// Why jobs cannot run here, when the engine did not start.
     pub problem: Option<String>,
     node: Option<String>,
@@ -81,10 +84,24 @@ impl Jobs {
         journal: Arc<Journal>,
         run_id: i64,
     ) -> Jobs {
-        let runner = engine.clone().map(|e| e as Arc<dyn JobRunner>);
+        let slots = Arc::new(Semaphore::new(config.max_jobs().max(1)));
+        let pool = engine
+            .as_ref()
+            .map(|e| Pool::new(e.clone(), PoolSettings::from_config(config), slots.clone()));
+        let runner = engine
+            .clone()
+            .zip(pool.clone())
+            .map(|(engine, pool)| Arc::new(PooledEngine { engine, pool }) as Arc<dyn JobRunner>);
         let mut jobs = Jobs::with_runner(runner, problem, config, journal, run_id);
+        jobs.slots = slots;
         jobs.engine = engine;
+        jobs.pool = pool;
         jobs
+    }
+
+    /// The warm pool, when the engine runs.
+    pub fn pool(&self) -> Option<&Arc<Pool<Engine>>> {
+        self.pool.as_ref()
     }
 
     /// Jobs run by `runner` (none: every job ends `runner_unavailable` with `problem`).
@@ -107,6 +124,7 @@ impl Jobs {
         Jobs {
             runner,
             engine: None,
+            pool: None,
             problem,
             node,
             bounds,
@@ -172,6 +190,7 @@ impl Jobs {
             ready: self.ready(),
             cache: self.runner.as_ref().and_then(|r| r.cache_stats()),
             unjournaled: self.unjournaled(),
+            warm: self.pool.as_ref().map(|p| p.gauges()),
         }
     }
 
@@ -558,6 +577,10 @@ impl Jobs {
     pub async fn shutdown(&self) {
         self.stopping.cancel();
         self.tasks.close();
+        // No job can take a warm sandbox now: they go first, with the refill task.
+        if let Some(pool) = &self.pool {
+            pool.shutdown().await;
+        }
         let grace = Duration::from_millis(self.settings().shutdown_grace_ms);
         let (running, queued) = self.load();
         tracing::info!(

@@ -76,6 +76,21 @@ pub struct Gauges {
     pub cache: Option<crate::inputs::CacheStats>,
     /// Finished jobs' results kept in memory because the journal would not take them.
     pub unjournaled: usize,
+    /// The warm pool, when the engine runs.
+    pub warm: Option<Warm>,
+}
+
+/// The warm pool's figures (`daemon::pool`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Warm {
+    pub ready: u64,
+    pub starting: u64,
+    pub memory_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub made: u64,
+    pub failed: u64,
+    pub discarded: u64,
 }
 
 fn label(s: &str) -> String {
@@ -194,6 +209,56 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {PREFIX}_input_cache_evictions_total counter");
             let _ = writeln!(out, "{PREFIX}_input_cache_evictions_total {}", c.evictions);
         }
+        if let Some(w) = g.warm {
+            gauge(
+                &mut out,
+                "warm_sandboxes_ready",
+                "Warm sandboxes waiting for a job (never counted in max_jobs or the queue).",
+                w.ready,
+            );
+            gauge(
+                &mut out,
+                "warm_sandboxes_starting",
+                "Warm sandboxes being made now.",
+                w.starting,
+            );
+            gauge(
+                &mut out,
+                "warm_memory_bytes",
+                "Memory the waiting warm sandboxes hold (their cgroups' usage).",
+                w.memory_bytes,
+            );
+            let counter = |out: &mut String, name: &str, help: &str, v: u64| {
+                let _ = writeln!(out, "# HELP {PREFIX}_{name} {help}");
+                let _ = writeln!(out, "# TYPE {PREFIX}_{name} counter");
+                let _ = writeln!(out, "{PREFIX}_{name} {v}");
+            };
+            counter(
+                &mut out,
+                "warm_hits_total",
+                "Jobs handed to a warm sandbox of their shape.",
+                w.hits,
+            );
+            counter(
+                &mut out,
+                "warm_misses_total",
+                "Jobs of net deny that found no warm sandbox of their shape and ran cold.",
+                w.misses,
+            );
+            counter(&mut out, "warm_made_total", "Warm sandboxes made.", w.made);
+            counter(
+                &mut out,
+                "warm_failed_total",
+                "Warm sandboxes that could not be made.",
+                w.failed,
+            );
+            counter(
+                &mut out,
+                "warm_discarded_total",
+                "Warm sandboxes torn down unused: too old, died waiting, skills off, a configuration change, shutdown.",
+                w.discarded,
+            );
+        }
         gauge(
             &mut out,
             "results_unjournaled",
@@ -294,8 +359,24 @@ mod tests {
                 max_bytes: 1 << 20,
             }),
             unjournaled: 1,
+            warm: Some(Warm {
+                ready: 2,
+                starting: 1,
+                memory_bytes: 83_886_080,
+                hits: 5,
+                misses: 7,
+                made: 8,
+                failed: 0,
+                discarded: 1,
+            }),
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
+        assert!(text.contains("openvibe_skill_runner_warm_sandboxes_ready 2"));
+        assert!(text.contains("openvibe_skill_runner_warm_memory_bytes 83886080"));
+        assert!(text.contains("# TYPE openvibe_skill_runner_warm_hits_total counter"));
+        assert!(text.contains("openvibe_skill_runner_warm_hits_total 5"));
+        assert!(text.contains("openvibe_skill_runner_warm_misses_total 7"));
+        assert!(text.contains("openvibe_skill_runner_warm_discarded_total 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.1\"} 1"));
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.05\"} 0"));

@@ -12,6 +12,7 @@ pub mod http;
 pub mod jobs;
 pub mod journal;
 pub mod metrics;
+pub mod pool;
 pub mod recovery;
 pub mod runner;
 pub mod skills;
@@ -51,7 +52,13 @@ const CHECK_STATE_EVERY: Duration = Duration::from_secs(1);
 fn load_config(path: &Path) -> Result<Config, String> {
     match std::fs::read_to_string(path) {
         Ok(text) => {
-            Config::parse(&text).map_err(|e| format!("configuration {}: {e}", path.display()))
+            let config = Config::parse(&text)
+                .map_err(|e| format!("configuration {}: {e}", path.display()))?;
+            // The pool's settings apply on reload too: a bad value keeps the previous ones.
+            match config.daemon.warm.problem() {
+                Some(p) => Err(format!("configuration {}: {p}", path.display())),
+                None => Ok(config),
+            }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
         Err(e) => Err(format!(
@@ -212,6 +219,9 @@ async fn serve(
         jobs.metrics.ended(&r, false, None);
     }
     jobs.prune().await;
+    if let Some(pool) = jobs.pool() {
+        pool.start();
+    }
     tracing::info!(
         socket = %config.daemon.socket.display(),
         state = %state.display(),
@@ -334,6 +344,12 @@ async fn reload_loop(
         let new = Settings::from_config(&config);
         let old = jobs.settings();
         *jobs.settings.write().unwrap_or_else(|p| p.into_inner()) = new.clone();
+        if let Some(pool) = jobs.pool() {
+            // The slots are the started configuration's (max_jobs takes a restart).
+            let mut settings = pool::PoolSettings::from_config(&config);
+            settings.max_jobs = jobs.max_jobs;
+            pool.configure(settings).await;
+        }
         if old.skills_on != new.skills_on {
             tracing::info!(
                 skills = if new.skills_on { "on" } else { "off" },
@@ -412,6 +428,8 @@ pub struct Info {
     queued: usize,
     caps: Caps,
     egress: Option<EgressInfo>,
+    /// The warm pool (`[daemon.warm]`), when the engine runs.
+    warm: Option<pool::PoolInfo>,
     kernel: Kernel,
 }
 
@@ -464,6 +482,7 @@ pub fn info(jobs: &Jobs) -> Info {
             openvibe_only_allow: e.egress().policy().allow.clone(),
             problem: e.egress().problem(),
         }),
+        warm: jobs.pool().map(|p| p.info()),
         kernel: Kernel {
             layers,
             landlock_features: features,

@@ -1,6 +1,7 @@
 //! What the daemon needs of whatever runs its jobs: the engine in production, a stand-in
 //! in the daemon's unit tests (which need neither root nor a kernel).
 
+use super::pool::Pool;
 use crate::cancel::Cancel;
 use crate::engine::Engine;
 use crate::inputs::CacheStats;
@@ -45,5 +46,34 @@ impl JobRunner for Engine {
 
     fn run(self: Arc<Self>, job: ValidJob, cancel: Cancel) -> Run {
         Box::pin(async move { Engine::run(&self, job, &cancel).await })
+    }
+}
+
+/// The engine with the daemon's warm pool: a job whose shape has a sandbox waiting is
+/// handed to it once its inputs are verified; any other runs cold.
+pub struct PooledEngine {
+    pub engine: Arc<Engine>,
+    pub pool: Arc<Pool<Engine>>,
+}
+
+impl JobRunner for PooledEngine {
+    fn node(&self) -> &str {
+        &self.engine.runtime.version
+    }
+
+    fn bounds(&self) -> &Bounds {
+        self.engine.bounds()
+    }
+
+    fn jobs_dir(&self) -> Option<&Path> {
+        Some(self.engine.jobs_dir())
+    }
+
+    fn cache_stats(&self) -> Option<CacheStats> {
+        Some(self.engine.cache_stats())
+    }
+
+    fn run(self: Arc<Self>, job: ValidJob, cancel: Cancel) -> Run {
+        Box::pin(async move { self.engine.run_with(job, &cancel, &*self.pool).await })
     }
 }

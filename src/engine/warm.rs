@@ -135,6 +135,33 @@ impl WarmSource for NoWarm {
     }
 }
 
+/// One sandbox for one job (the test hook `runner.warm_every_job`).
+struct OneShot(std::sync::Mutex<Option<WarmSandbox>>);
+
+impl WarmSource for OneShot {
+    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        match held.as_ref() {
+            Some(s) if s.shape() == shape => held.take(),
+            _ => None,
+        }
+    }
+}
+
+/// The name part of this process's warm sandboxes: `warm-<8 hex digits>`, drawn once, so
+/// two runners whose pids are alike (each pid 1 of its own namespace) never pick the same
+/// cgroup; the runner's pid and a sequence number follow it (`Engine::unique`).
+pub fn warm_name() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        format!("warm-{:08x}", h.finish() as u32)
+    })
+    .clone()
+}
+
 /// The job a warm sandbox's plan is made for: its shape, no files, no entry yet.
 fn shape_job(shape: Shape, id: &str) -> ValidJob {
     ValidJob {
@@ -158,13 +185,18 @@ impl Engine {
     /// processes start at a low CPU priority (the tool gets the usual one at the
     /// hand-over); it returns once Node is started and about to wait, or with why not.
     pub async fn warm_up(&self, shape: Shape) -> Result<WarmSandbox, String> {
+        let unique = self.unique(&warm_name());
+        self.warm_up_as(shape, unique).await
+    }
+
+    /// [`Engine::warm_up`] under the name `unique` (the job directory's and the cgroup's).
+    async fn warm_up_as(&self, shape: Shape, unique: String) -> Result<WarmSandbox, String> {
         if !self.warmable(shape) {
             return Err(format!(
                 "no warm sandbox for net {} (only deny), or with a layer left out",
                 shape.net.as_str()
             ));
         }
-        let unique = self.unique("warm");
         let dir = self.jobs_dir.join(&unique);
         let made = self.warm_up_in(shape, &unique, &dir).await;
         if made.is_err() {
@@ -184,8 +216,9 @@ impl Engine {
         let paths = JobPaths {
             root: dir.join("root"),
         };
-        super::make_jobs_dir(&self.jobs_dir)
-            .and_then(|_| std::fs::create_dir(dir))
+        // The jobs folder is not made here: a missing one is for the daemon's check to
+        // make again and report, and the pool tries again later.
+        std::fs::create_dir(dir)
             .and_then(|_| std::fs::create_dir(&paths.root))
             .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
         let lease = self.uids.lease()?;
@@ -257,6 +290,25 @@ impl Engine {
         }
     }
 
+    /// The test hook `runner.warm_every_job`: warms a sandbox of the job's shape, then
+    /// runs the job through it as the daemon's pool would. A sandbox that cannot be made
+    /// fails the job (the hostile suites run this way must not pass cold).
+    pub(super) async fn run_warmed_first(&self, job: ValidJob, cancel: &Cancel) -> JobResult {
+        // Named for its job, as a cold job's cgroup is.
+        let unique = self.unique(&job.job_id);
+        let sandbox = match self.warm_up_as(Shape::of(&job), unique).await {
+            Ok(s) => s,
+            Err(e) => return self.internal(&job, format!("runner.warm_every_job: {e}")),
+        };
+        let source = OneShot(std::sync::Mutex::new(Some(sandbox)));
+        let result = self.run_with(job, cancel, &source).await;
+        let left = source.0.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(unused) = left {
+            unused.discard().await;
+        }
+        result
+    }
+
     /// Runs `job` in `sandbox`: the hand-over, then the run as a cold job's. An error
     /// means the hand-over failed before any of the job's code ran (the sandbox is
     /// discarded; the caller runs the job cold).
@@ -267,6 +319,15 @@ impl Engine {
         sandbox: WarmSandbox,
         cancel: &Cancel,
     ) -> Result<JobResult, String> {
+        // As a cold job does: a cleaner may have removed the jobs folder since the last job
+        // (the sandbox's own folder may be gone with it; its root is in its own namespace).
+        match super::make_jobs_dir(&self.jobs_dir) {
+            Ok(true) => {
+                tracing::warn!(dir = %self.jobs_dir.display(), "the jobs folder was missing; made again")
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, "cannot make the jobs folder again"),
+        }
         let payload: u64 = files.iter().map(|(_, b)| b.len() as u64).sum();
         let hand_over = HandOver {
             skill_files: files

@@ -1,0 +1,552 @@
+//! The daemon's warm pool: sandboxes made ahead of the jobs that will use them
+//! (`engine::warm`), so a job of a kept shape starts in a Node that is already running.
+//!
+//! 1. What to keep ([`Targets`]): the configured shapes (`[daemon.warm]`), plus up to
+//!    `learn` shapes, one sandbox each, that recent `deny` jobs asked for at least twice.
+//!    Nothing while skills are off or the pool is disabled.
+//! 2. One refill task makes what is missing, one sandbox at a time, only while a job slot
+//!    is free (the warm processes start at nice 10 besides), and never more than the uids
+//!    the running jobs leave.
+//! 3. A job takes a ready sandbox of its shape (a hit) or runs cold (a miss); the refill
+//!    task then makes the next. A sandbox that died waiting is discarded on the way.
+//! 4. A sandbox older than `max_age_ms`, or of a shape no longer kept, is discarded and
+//!    replaced; on `skills off`, a configuration change and shutdown every one is.
+//!
+//! Warm sandboxes are never counted in `max_jobs` or the queue: they hold no job. The
+//! decisions (what is missing, what is stale) are pure functions of the pool's state,
+//! tested with a stand-in for the engine ([`Warmer`]) that needs no root.
+
+use super::metrics::Warm as WarmGauges;
+use crate::config::WarmConfig;
+use crate::engine::warm::{Shape, WarmSandbox, WarmSource};
+use crate::engine::Engine;
+use crate::job::Net;
+use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+/// How many recent jobs' shapes the pool learns from.
+const RECENT: usize = 32;
+/// A shape asked for this often among them is kept warm (when `learn` allows).
+const LEARN_AT: usize = 2;
+/// How long the refill task waits when nothing is missing, at most (ages are checked then).
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+/// How long it waits while every job slot is taken.
+const BUSY_CHECK: Duration = Duration::from_millis(25);
+/// After a warm-up fails, the next waits this long, doubling up to [`BACKOFF_MAX`].
+const BACKOFF_MIN: Duration = Duration::from_millis(500);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// What makes warm sandboxes: the engine, or a stand-in in the unit tests.
+pub trait Warmer: Send + Sync + 'static {
+    type Sandbox: Held;
+    fn warm_up(&self, shape: Shape) -> impl Future<Output = Result<Self::Sandbox, String>> + Send;
+    /// Whether a sandbox of `shape` can be kept here at all.
+    fn warmable(&self, shape: Shape) -> bool;
+    /// Uids the sandboxes and the jobs share: the pool keeps at most this less `max_jobs`.
+    fn uid_count(&self) -> usize;
+}
+
+/// One sandbox the pool holds.
+pub trait Held: Send + 'static {
+    fn shape(&self) -> Shape;
+    fn age(&self) -> Duration;
+    fn is_alive(&mut self) -> bool;
+    fn memory_bytes(&self) -> u64;
+    fn discard(self) -> impl Future<Output = ()> + Send + 'static;
+}
+
+impl Warmer for Engine {
+    type Sandbox = WarmSandbox;
+
+    fn warm_up(&self, shape: Shape) -> impl Future<Output = Result<WarmSandbox, String>> + Send {
+        Engine::warm_up(self, shape)
+    }
+
+    fn warmable(&self, shape: Shape) -> bool {
+        Engine::warmable(self, shape)
+    }
+
+    fn uid_count(&self) -> usize {
+        self.config.runner.sandbox_uid_count as usize
+    }
+}
+
+impl Held for WarmSandbox {
+    fn shape(&self) -> Shape {
+        WarmSandbox::shape(self)
+    }
+
+    fn age(&self) -> Duration {
+        WarmSandbox::age(self)
+    }
+
+    fn is_alive(&mut self) -> bool {
+        WarmSandbox::is_alive(self)
+    }
+
+    fn memory_bytes(&self) -> u64 {
+        WarmSandbox::memory_bytes(self)
+    }
+
+    fn discard(self) -> impl Future<Output = ()> + Send + 'static {
+        WarmSandbox::discard(self)
+    }
+}
+
+/// The pool's settings: `[daemon.warm]` and whether skills are on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettings {
+    pub warm: WarmConfig,
+    pub skills_on: bool,
+    pub max_jobs: usize,
+    /// The whole configuration as read: any change of it drains the pool, so no sandbox
+    /// made before a change serves a job after it.
+    pub revision: String,
+}
+
+impl PoolSettings {
+    pub fn from_config(c: &crate::config::Config) -> PoolSettings {
+        PoolSettings {
+            warm: c.daemon.warm.clone(),
+            skills_on: c.skills_on(),
+            max_jobs: c.max_jobs().max(1),
+            revision: format!("{c:?}"),
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.warm.enabled && self.skills_on
+    }
+}
+
+/// What the pool should hold: each shape and how many.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Targets(pub Vec<(Shape, usize, bool)>);
+
+impl Targets {
+    /// The configured shapes, then the learned ones (`true`), bounded by the uids left.
+    pub fn of(settings: &PoolSettings, recent: &VecDeque<Shape>, uids: usize) -> Targets {
+        if !settings.active() {
+            return Targets::default();
+        }
+        let mut out: Vec<(Shape, usize, bool)> = Vec::new();
+        for s in &settings.warm.shapes {
+            let shape = Shape {
+                net: Net::Deny,
+                mem_bytes: s.mem_bytes,
+            };
+            match out.iter_mut().find(|(sh, _, _)| *sh == shape) {
+                Some(t) => t.1 += s.count,
+                None if s.count > 0 => out.push((shape, s.count, false)),
+                None => {}
+            }
+        }
+        let mut asked: Vec<(Shape, usize)> = Vec::new();
+        for shape in recent {
+            match asked.iter_mut().find(|(s, _)| s == shape) {
+                Some(a) => a.1 += 1,
+                None => asked.push((*shape, 1)),
+            }
+        }
+        // Most asked first; of equals, the one asked first.
+        asked.sort_by_key(|a| std::cmp::Reverse(a.1));
+        let learned = asked
+            .into_iter()
+            .filter(|(s, n)| *n >= LEARN_AT && s.net == Net::Deny)
+            .filter(|(s, _)| !out.iter().any(|(o, _, _)| o == s))
+            .take(settings.warm.learn)
+            .map(|(s, _)| (s, 1, true))
+            .collect::<Vec<_>>();
+        out.extend(learned);
+        // The uids the jobs may need first: the pool keeps what is left of them.
+        let mut room = uids.saturating_sub(settings.max_jobs);
+        for t in &mut out {
+            t.1 = t.1.min(room);
+            room -= t.1;
+        }
+        out.retain(|t| t.1 > 0);
+        Targets(out)
+    }
+
+    fn count(&self, shape: Shape) -> usize {
+        self.0
+            .iter()
+            .find(|(s, _, _)| *s == shape)
+            .map_or(0, |t| t.1)
+    }
+
+    /// The first shape with fewer sandboxes (ready and starting) than it should have.
+    pub fn missing(&self, have: &dyn Fn(Shape) -> usize) -> Option<Shape> {
+        self.0
+            .iter()
+            .find(|(s, n, _)| have(*s) < *n)
+            .map(|(s, _, _)| *s)
+    }
+}
+
+/// Which of `ready` (by index) to discard: too old, of a shape not kept, or beyond the
+/// shape's count (the newest of a shape are kept).
+pub fn stale(ready: &[(Shape, Duration)], targets: &Targets, max_age: Duration) -> Vec<usize> {
+    let mut kept: HashMap<Shape, usize> = HashMap::new();
+    let mut order: Vec<usize> = (0..ready.len()).collect();
+    order.sort_by_key(|&i| ready[i].1);
+    let mut out = Vec::new();
+    for i in order {
+        let (shape, age) = ready[i];
+        let n = kept.entry(shape).or_insert(0);
+        if age >= max_age || *n >= targets.count(shape) {
+            out.push(i);
+        } else {
+            *n += 1;
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+#[derive(Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    made: AtomicU64,
+    failed: AtomicU64,
+    discarded: AtomicU64,
+}
+
+struct State<S> {
+    settings: PoolSettings,
+    ready: Vec<S>,
+    /// The shape of the warm-up under way, if any.
+    starting: Option<Shape>,
+    /// The shapes of the last [`RECENT`] warmable jobs, newest last.
+    recent: VecDeque<Shape>,
+    /// Bumped by every drain: a warm-up begun before is discarded when it ends.
+    generation: u64,
+    /// Set once at shutdown.
+    closed: bool,
+}
+
+pub struct Pool<W: Warmer> {
+    warmer: Arc<W>,
+    state: Mutex<State<W::Sandbox>>,
+    /// Free job slots: the pool makes sandboxes only while one is free.
+    slots: Arc<Semaphore>,
+    wake: Notify,
+    stop: CancellationToken,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    counters: Counters,
+}
+
+/// The pool as `/v1/info` shows it.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct PoolInfo {
+    pub enabled: bool,
+    pub ready: usize,
+    pub starting: usize,
+    pub max_age_ms: u64,
+    pub shapes: Vec<ShapeInfo>,
+    pub memory_bytes: u64,
+    pub hits: u64,
+    pub misses: u64,
+    pub made: u64,
+    pub failed: u64,
+    pub discarded: u64,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ShapeInfo {
+    pub net: &'static str,
+    pub mem_bytes: u64,
+    pub target: usize,
+    pub ready: usize,
+    pub learned: bool,
+}
+
+impl<W: Warmer> Pool<W> {
+    pub fn new(warmer: Arc<W>, settings: PoolSettings, slots: Arc<Semaphore>) -> Arc<Pool<W>> {
+        Arc::new(Pool {
+            warmer,
+            state: Mutex::new(State {
+                settings,
+                ready: Vec::new(),
+                starting: None,
+                recent: VecDeque::new(),
+                generation: 0,
+                closed: false,
+            }),
+            slots,
+            wake: Notify::new(),
+            stop: CancellationToken::new(),
+            task: Mutex::new(None),
+            counters: Counters::default(),
+        })
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State<W::Sandbox>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn targets(&self, st: &State<W::Sandbox>) -> Targets {
+        let mut t = Targets::of(&st.settings, &st.recent, self.warmer.uid_count());
+        t.0.retain(|(s, _, _)| self.warmer.warmable(*s));
+        t
+    }
+
+    /// Starts the refill task (once).
+    pub fn start(self: &Arc<Self>) {
+        let mut task = self.task.lock().unwrap_or_else(|p| p.into_inner());
+        if task.is_none() {
+            let me = self.clone();
+            *task = Some(tokio::spawn(async move { me.refill().await }));
+        }
+    }
+
+    /// New settings (a reload, `skills on|off`): when what the pool should be changed,
+    /// every sandbox is discarded and the pool refills under the new ones.
+    pub async fn configure(&self, settings: PoolSettings) {
+        let drained = {
+            let mut st = self.state();
+            if st.settings == settings {
+                return;
+            }
+            st.settings = settings;
+            st.generation += 1;
+            std::mem::take(&mut st.ready)
+        };
+        self.discard_all(drained).await;
+        self.wake.notify_one();
+    }
+
+    /// Shutdown: the refill task ends (a warm-up under way is finished, then discarded)
+    /// and every sandbox is discarded.
+    pub async fn shutdown(&self) {
+        let drained = {
+            let mut st = self.state();
+            st.closed = true;
+            st.generation += 1;
+            std::mem::take(&mut st.ready)
+        };
+        self.stop.cancel();
+        self.discard_all(drained).await;
+        let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(task) = task {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "the warm pool's refill task failed");
+            }
+        }
+    }
+
+    async fn discard_all(&self, all: Vec<W::Sandbox>) {
+        if all.is_empty() {
+            return;
+        }
+        self.counters
+            .discarded
+            .fetch_add(all.len() as u64, Ordering::Relaxed);
+        futures_join(all.into_iter().map(Held::discard)).await;
+    }
+
+    /// Takes a ready sandbox of `shape` for a job whose inputs are verified; `None` (a
+    /// miss): the job runs cold. Sandboxes found dead on the way are discarded.
+    pub fn take_ready(&self, shape: Shape) -> Option<W::Sandbox> {
+        let (found, dead) = {
+            let mut st = self.state();
+            if !st.settings.active() {
+                // Off: no hit, no miss, nothing learned.
+                return None;
+            }
+            st.recent.push_back(shape);
+            while st.recent.len() > RECENT {
+                st.recent.pop_front();
+            }
+            let mut dead = Vec::new();
+            let mut found = None;
+            let mut i = 0;
+            while i < st.ready.len() {
+                if st.ready[i].shape() != shape {
+                    i += 1;
+                } else if !st.ready[i].is_alive() {
+                    dead.push(st.ready.swap_remove(i));
+                } else {
+                    found = Some(st.ready.swap_remove(i));
+                    break;
+                }
+            }
+            (found, dead)
+        };
+        if !dead.is_empty() {
+            tracing::warn!(
+                dead = dead.len(),
+                "warm sandboxes ended while waiting; discarded"
+            );
+            self.counters
+                .discarded
+                .fetch_add(dead.len() as u64, Ordering::Relaxed);
+            for d in dead {
+                tokio::spawn(d.discard());
+            }
+        }
+        let counter = match found {
+            Some(_) => &self.counters.hits,
+            None => &self.counters.misses,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.wake.notify_one();
+        found
+    }
+
+    /// The refill task: makes what is missing, discards what is stale, until shutdown.
+    async fn refill(self: Arc<Self>) {
+        let mut backoff = BACKOFF_MIN;
+        loop {
+            if self.stop.is_cancelled() {
+                return;
+            }
+            // Stale sandboxes out first, then at most one warm-up.
+            let (stale_ones, next, generation, expiry) = {
+                let mut st = self.state();
+                let targets = self.targets(&st);
+                let ages: Vec<(Shape, Duration)> =
+                    st.ready.iter().map(|s| (s.shape(), s.age())).collect();
+                let max_age = Duration::from_millis(st.settings.warm.max_age_ms);
+                let mut out = Vec::new();
+                for i in stale(&ages, &targets, max_age).into_iter().rev() {
+                    out.push(st.ready.swap_remove(i));
+                }
+                let have = |shape: Shape| {
+                    st.ready.iter().filter(|s| s.shape() == shape).count()
+                        + usize::from(st.starting == Some(shape))
+                };
+                let next = targets.missing(&have);
+                if next.is_some() && self.slots.available_permits() > 0 && !st.closed {
+                    st.starting = next;
+                }
+                // When the oldest left comes of age.
+                let oldest = st.ready.iter().map(Held::age).max().unwrap_or_default();
+                (out, next, st.generation, max_age.saturating_sub(oldest))
+            };
+            self.discard_all(stale_ones).await;
+            let Some(shape) = next else {
+                self.idle(IDLE_CHECK.min(expiry)).await;
+                continue;
+            };
+            if self.slots.available_permits() == 0 {
+                // Every slot runs a job: their CPU comes first.
+                self.idle(BUSY_CHECK).await;
+                continue;
+            }
+            let made = self.warmer.warm_up(shape).await;
+            let keep = {
+                let mut st = self.state();
+                st.starting = None;
+                match made {
+                    Ok(s) if st.generation == generation && !st.closed => {
+                        st.ready.push(s);
+                        None
+                    }
+                    Ok(s) => Some(Ok(s)),
+                    Err(e) => Some(Err(e)),
+                }
+            };
+            match keep {
+                None => {
+                    self.counters.made.fetch_add(1, Ordering::Relaxed);
+                    backoff = BACKOFF_MIN;
+                }
+                Some(Ok(late)) => {
+                    // Made under settings that changed meanwhile.
+                    self.counters.made.fetch_add(1, Ordering::Relaxed);
+                    self.discard_all(vec![late]).await;
+                }
+                Some(Err(e)) => {
+                    self.counters.failed.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "a warm sandbox could not be made; jobs run cold meanwhile");
+                    self.idle(backoff).await;
+                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                }
+            }
+        }
+    }
+
+    async fn idle(&self, at_most: Duration) {
+        tokio::select! {
+            _ = self.wake.notified() => {}
+            _ = tokio::time::sleep(at_most) => {}
+            _ = self.stop.cancelled() => {}
+        }
+    }
+
+    /// What `/v1/info` shows.
+    pub fn info(&self) -> PoolInfo {
+        let st = self.state();
+        let targets = self.targets(&st);
+        let shapes = targets
+            .0
+            .iter()
+            .map(|(s, n, learned)| ShapeInfo {
+                net: s.net.as_str(),
+                mem_bytes: s.mem_bytes,
+                target: *n,
+                ready: st.ready.iter().filter(|r| r.shape() == *s).count(),
+                learned: *learned,
+            })
+            .collect();
+        let c = &self.counters;
+        PoolInfo {
+            enabled: st.settings.warm.enabled,
+            ready: st.ready.len(),
+            starting: usize::from(st.starting.is_some()),
+            max_age_ms: st.settings.warm.max_age_ms,
+            shapes,
+            memory_bytes: st.ready.iter().map(Held::memory_bytes).sum(),
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            made: c.made.load(Ordering::Relaxed),
+            failed: c.failed.load(Ordering::Relaxed),
+            discarded: c.discarded.load(Ordering::Relaxed),
+        }
+    }
+
+    /// What `/metrics` shows.
+    pub fn gauges(&self) -> WarmGauges {
+        let i = self.info();
+        WarmGauges {
+            ready: i.ready as u64,
+            starting: i.starting as u64,
+            memory_bytes: i.memory_bytes,
+            hits: i.hits,
+            misses: i.misses,
+            made: i.made,
+            failed: i.failed,
+            discarded: i.discarded,
+        }
+    }
+}
+
+impl<W: Warmer<Sandbox = WarmSandbox>> WarmSource for Pool<W> {
+    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
+        self.take_ready(shape)
+    }
+}
+
+/// Runs the futures to their ends, all at once.
+async fn futures_join<F: Future<Output = ()> + Send + 'static>(all: impl Iterator<Item = F>) {
+    let mut set = tokio::task::JoinSet::new();
+    for f in all {
+        set.spawn(f);
+    }
+    while let Some(r) = set.join_next().await {
+        if let Err(e) = r {
+            tracing::error!(error = %e, "discarding a warm sandbox failed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

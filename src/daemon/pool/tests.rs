@@ -1,0 +1,378 @@
+use super::*;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::time::Instant;
+
+const MIB: u64 = 1024 * 1024;
+
+fn deny(mem_bytes: u64) -> Shape {
+    Shape {
+        net: Net::Deny,
+        mem_bytes,
+    }
+}
+
+fn settings() -> PoolSettings {
+    PoolSettings {
+        warm: WarmConfig::default(),
+        skills_on: true,
+        max_jobs: 2,
+        revision: "r1".into(),
+    }
+}
+
+/// A sandbox that holds nothing: it counts how many of its kind live.
+struct Fake {
+    shape: Shape,
+    born: Instant,
+    alive: Arc<AtomicBool>,
+    live: Arc<AtomicUsize>,
+}
+
+impl Held for Fake {
+    fn shape(&self) -> Shape {
+        self.shape
+    }
+    fn age(&self) -> Duration {
+        self.born.elapsed()
+    }
+    fn is_alive(&mut self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+    fn memory_bytes(&self) -> u64 {
+        40 * MIB
+    }
+    fn discard(self) -> impl Future<Output = ()> + Send + 'static {
+        let live = self.live.clone();
+        async move {
+            live.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+#[derive(Default)]
+struct FakeWarmer {
+    live: Arc<AtomicUsize>,
+    made: AtomicUsize,
+    fail: AtomicBool,
+    delay_ms: AtomicU64,
+    /// The `alive` flag of every sandbox made, in order.
+    flags: Mutex<Vec<Arc<AtomicBool>>>,
+    uids: usize,
+}
+
+impl Warmer for FakeWarmer {
+    type Sandbox = Fake;
+
+    fn warm_up(&self, shape: Shape) -> impl Future<Output = Result<Fake, String>> + Send {
+        let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
+        let fail = self.fail.load(Ordering::SeqCst);
+        let live = self.live.clone();
+        let alive = Arc::new(AtomicBool::new(true));
+        if !fail {
+            self.made.fetch_add(1, Ordering::SeqCst);
+            self.flags
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(alive.clone());
+        }
+        async move {
+            tokio::time::sleep(delay).await;
+            if fail {
+                return Err("no sandbox here".into());
+            }
+            live.fetch_add(1, Ordering::SeqCst);
+            Ok(Fake {
+                shape,
+                born: Instant::now(),
+                alive,
+                live,
+            })
+        }
+    }
+
+    fn warmable(&self, shape: Shape) -> bool {
+        shape.net == Net::Deny
+    }
+
+    fn uid_count(&self) -> usize {
+        if self.uids == 0 {
+            65_536
+        } else {
+            self.uids
+        }
+    }
+}
+
+fn pool_of(warmer: FakeWarmer, s: PoolSettings, permits: usize) -> Arc<Pool<FakeWarmer>> {
+    Pool::new(Arc::new(warmer), s, Arc::new(Semaphore::new(permits)))
+}
+
+/// Waits (bounded: 5 s) until `cond` holds.
+async fn until(what: &str, cond: impl Fn() -> bool) {
+    for _ in 0..500 {
+        if cond() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("not within 5 s: {what}");
+}
+
+#[test]
+fn by_default_two_sandboxes_of_the_contracts_default_shape() {
+    let t = Targets::of(&settings(), &VecDeque::new(), 65_536);
+    assert_eq!(t.0, vec![(deny(128 * MIB), 2, false)]);
+}
+
+#[test]
+fn nothing_is_kept_while_skills_are_off_or_the_pool_is_disabled() {
+    let mut s = settings();
+    s.skills_on = false;
+    assert_eq!(
+        Targets::of(&s, &VecDeque::new(), 65_536),
+        Targets::default()
+    );
+    let mut s = settings();
+    s.warm.enabled = false;
+    assert_eq!(
+        Targets::of(&s, &VecDeque::new(), 65_536),
+        Targets::default()
+    );
+}
+
+#[test]
+fn a_shape_recent_jobs_asked_for_twice_is_learned_one_sandbox() {
+    let mut recent: VecDeque<Shape> = [deny(96 * MIB)].into_iter().collect();
+    let s = settings();
+    assert_eq!(
+        Targets::of(&s, &recent, 65_536).0.len(),
+        1,
+        "once is not enough"
+    );
+    recent.push_back(deny(128 * MIB));
+    recent.push_back(deny(96 * MIB));
+    recent.push_back(Shape {
+        net: Net::Public,
+        mem_bytes: 64 * MIB,
+    });
+    recent.push_back(Shape {
+        net: Net::Public,
+        mem_bytes: 64 * MIB,
+    });
+    let t = Targets::of(&s, &recent, 65_536);
+    assert_eq!(
+        t.0,
+        vec![(deny(128 * MIB), 2, false), (deny(96 * MIB), 1, true)],
+        "a configured shape is not learned again, and egress shapes never"
+    );
+    let mut s = settings();
+    s.warm.learn = 0;
+    assert_eq!(Targets::of(&s, &recent, 65_536).0.len(), 1);
+}
+
+#[test]
+fn the_pool_leaves_the_jobs_their_uids() {
+    let mut s = settings();
+    s.warm.shapes.push(crate::config::WarmShape {
+        mem_bytes: 64 * MIB,
+        count: 3,
+    });
+    // 4 uids, 2 job slots: 2 for the pool, the first shape's.
+    let t = Targets::of(&s, &VecDeque::new(), 4);
+    assert_eq!(t.0, vec![(deny(128 * MIB), 2, false)]);
+    let t = Targets::of(&s, &VecDeque::new(), 5);
+    assert_eq!(
+        t.0,
+        vec![(deny(128 * MIB), 2, false), (deny(64 * MIB), 1, false)]
+    );
+    assert_eq!(Targets::of(&s, &VecDeque::new(), 2), Targets::default());
+}
+
+#[test]
+fn stale_sandboxes_are_the_old_the_unkept_and_the_surplus() {
+    let t = Targets(vec![(deny(128 * MIB), 1, false)]);
+    let ready = [
+        (deny(128 * MIB), Duration::from_secs(5)),
+        (deny(128 * MIB), Duration::from_secs(1)),
+        (deny(64 * MIB), Duration::from_secs(1)),
+        (deny(128 * MIB), Duration::from_secs(700)),
+    ];
+    // The newest of the kept shape stays; the older one is surplus, the 64 MiB one is
+    // not kept, the last is too old.
+    assert_eq!(stale(&ready, &t, Duration::from_secs(600)), vec![0, 2, 3]);
+    assert_eq!(
+        stale(&ready[1..2], &t, Duration::from_secs(600)),
+        Vec::<usize>::new()
+    );
+}
+
+#[tokio::test]
+async fn the_pool_fills_serves_once_and_refills() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let shape = deny(128 * MIB);
+    let first = pool.take_ready(shape);
+    assert!(first.is_some(), "a hit");
+    assert_eq!(pool.info().hits, 1);
+    until("refilled", || pool.info().ready == 2).await;
+    assert_eq!(pool.info().made, 3);
+    assert!(
+        pool.take_ready(deny(96 * MIB)).is_none(),
+        "another shape: a miss"
+    );
+    assert_eq!(pool.info().misses, 1);
+    let info = pool.info();
+    assert_eq!(info.memory_bytes, 80 * MIB);
+    assert_eq!(info.shapes[0].target, 2);
+    drop(first.map(|f| f.discard()));
+    pool.shutdown().await;
+    assert_eq!(
+        pool.warmer.live.load(Ordering::SeqCst),
+        1,
+        "the one taken only"
+    );
+}
+
+#[tokio::test]
+async fn skills_off_drains_and_stops_the_refill() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let mut off = settings();
+    off.skills_on = false;
+    pool.configure(off).await;
+    assert_eq!(pool.info().ready, 0);
+    assert_eq!(
+        pool.warmer.live.load(Ordering::SeqCst),
+        0,
+        "every one discarded"
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(
+        pool.warmer.made.load(Ordering::SeqCst),
+        2,
+        "none made while off"
+    );
+    pool.configure(settings()).await;
+    until("ready again", || pool.info().ready == 2).await;
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn any_configuration_change_replaces_every_sandbox() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let same = settings();
+    pool.configure(same).await;
+    assert_eq!(
+        pool.info().discarded,
+        0,
+        "the same settings again change nothing"
+    );
+    let mut changed = settings();
+    changed.revision = "r2".into();
+    pool.configure(changed).await;
+    assert_eq!(pool.info().discarded, 2);
+    until("refilled", || pool.info().ready == 2).await;
+    assert_eq!(pool.warmer.made.load(Ordering::SeqCst), 4);
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn old_sandboxes_are_replaced() {
+    let mut s = settings();
+    s.warm.max_age_ms = 50;
+    let pool = pool_of(FakeWarmer::default(), s, 2);
+    pool.start();
+    until("recycled and made again", || {
+        pool.info().discarded >= 2 && pool.warmer.made.load(Ordering::SeqCst) >= 4
+    })
+    .await;
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn nothing_is_made_while_every_job_slot_is_taken() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 0);
+    pool.start();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert_eq!(pool.warmer.made.load(Ordering::SeqCst), 0);
+    pool.slots.add_permits(1);
+    until("made once a slot is free", || pool.info().ready == 2).await;
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn shutdown_discards_a_sandbox_still_being_made() {
+    let warmer = FakeWarmer::default();
+    warmer.delay_ms.store(200, Ordering::SeqCst);
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("one starting", || pool.info().starting == 1).await;
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.made.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        pool.warmer.live.load(Ordering::SeqCst),
+        0,
+        "discarded once made"
+    );
+    assert_eq!(pool.info().ready, 0);
+}
+
+#[tokio::test]
+async fn a_warm_up_that_fails_is_counted_and_tried_again_later() {
+    let warmer = FakeWarmer::default();
+    warmer.fail.store(true, Ordering::SeqCst);
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("a failure", || pool.info().failed >= 1).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(pool.info().failed, 1, "the next try waits its backoff");
+    pool.warmer.fail.store(false, Ordering::SeqCst);
+    until("made after the backoff", || pool.info().ready == 2).await;
+    pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    for flag in pool
+        .warmer
+        .flags
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        flag.store(false, Ordering::SeqCst);
+    }
+    assert!(pool.take_ready(deny(128 * MIB)).is_none());
+    assert_eq!(pool.info().misses, 1);
+    until("the dead discarded", || {
+        pool.warmer.live.load(Ordering::SeqCst) == pool.info().ready
+    })
+    .await;
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_learned_shape_is_warmed_after_two_misses() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let other = deny(96 * MIB);
+    assert!(pool.take_ready(other).is_none());
+    assert!(pool.take_ready(other).is_none());
+    until("the learned shape warm", || pool.info().ready == 3).await;
+    assert!(pool.take_ready(other).is_some(), "the third job of it hits");
+    let learned = pool.info().shapes.into_iter().find(|s| s.learned);
+    assert_eq!(learned.map(|s| s.mem_bytes), Some(96 * MIB));
+    pool.shutdown().await;
+}
