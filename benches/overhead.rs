@@ -8,13 +8,22 @@
 //! Bare: `node tool.js < input.json`. Flagged: the job's own Node command line (the
 //! contract's flags, the read grants, the runner's preload) without the sandbox. Sandboxed: `openvibe-skill-runner run-job job.json`
 //! (a whole CLI start, job validation, input layout, cgroup, namespaces, landlock, seccomp,
-//! Node, cleanup). Both run the same trivial tool on the same input.
+//! Node, cleanup). Daemon: the same job, each time with its own `job_id`, sent to
+//! `openvibe-skill-runner serve` as `POST /v1/jobs?wait=1` on its unix socket (connect,
+//! handshake, request, the whole answer), to two daemons of the release binary, each in
+//! its own temporary state directory: one with its pool of warm sandboxes
+//! (`[daemon.warm] enabled = true`), one without. All run the same trivial tool on the
+//! same input, interleaved; the pool refills between two of its jobs while the others run,
+//! as it would for a scheduler sending jobs one after another.
 
 use base64::Engine as _;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
 use sha2::Digest;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const TOOL: &str = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>{const i=JSON.parse(d);process.stdout.write(JSON.stringify({words:i.text.split(/\\s+/).filter(Boolean).length}))});";
@@ -132,12 +141,301 @@ fn run_sandboxed(bin: &Path, state: &Path, job: &Path) -> Duration {
     d
 }
 
-fn stats(mut v: Vec<Duration>) -> (f64, f64) {
+/// One measurement's figures, in milliseconds.
+#[derive(Clone, Copy)]
+struct Stats {
+    min: f64,
+    median: f64,
+    p95: f64,
+    max: f64,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
     v.sort();
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    let median = ms(v[v.len() / 2]);
-    let p95 = ms(v[((v.len() as f64) * 0.95) as usize - 1]);
-    (median, p95)
+    Stats {
+        min: ms(v[0]),
+        median: ms(v[v.len() / 2]),
+        p95: ms(v[((v.len() as f64 * 0.95) as usize).saturating_sub(1)]),
+        max: ms(v[v.len() - 1]),
+    }
+}
+
+/// `a / b`, median and p95, on one line.
+fn ratio(label: &str, a: Stats, b: Stats) {
+    println!(
+        "  {label:<26}median {:7.3}      p95 {:7.3}",
+        a.median / b.median,
+        a.p95 / b.p95
+    );
+}
+
+/// A `job_id` no daemon has seen: the daemon answers an id once, forever.
+static NEXT_JOB: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The measuring thread's own runtime for its requests to the daemons, built once.
+    static RT: tokio::runtime::Runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread tokio runtime");
+}
+
+/// One request on a fresh connection to `socket` (connect, handshake, send, the whole
+/// answer, the connection's end): the status and the body.
+async fn request(socket: &Path, method: &str, path: &str, body: Bytes) -> (u16, Bytes) {
+    let stream = tokio::net::UnixStream::connect(socket)
+        .await
+        .unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    let (mut sender, conn) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap_or_else(|e| panic!("HTTP handshake on {}: {e}", socket.display()));
+    let conn = tokio::spawn(conn);
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "localhost")
+        .body(Full::new(body))
+        .expect("a request");
+    let resp = sender
+        .send_request(req)
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: sending: {e}"));
+    let code = resp.status().as_u16();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .unwrap_or_else(|e| panic!("{method} {path}: reading the answer: {e}"))
+        .to_bytes();
+    // The connection ends with the sender; its task with it.
+    drop(sender);
+    let _ = conn.await;
+    (code, bytes)
+}
+
+/// [`request`] on this thread's runtime.
+fn call(socket: &Path, method: &str, path: &str, body: Bytes) -> (u16, Bytes) {
+    RT.with(|rt| rt.block_on(request(socket, method, path, body)))
+}
+
+/// `job` under a fresh `job_id`, submitted to the daemon on `socket` and waited for; the
+/// time from connecting to the whole answer.
+fn run_daemon(socket: &Path, job: &serde_json::Value) -> Duration {
+    let mut job = job.clone();
+    job["job_id"] = format!("bench-{}", NEXT_JOB.fetch_add(1, Ordering::Relaxed)).into();
+    let body = Bytes::from(serde_json::to_vec(&job).expect("job json"));
+    RT.with(|rt| {
+        rt.block_on(async {
+            let t = Instant::now();
+            let (code, bytes) = request(socket, "POST", "/v1/jobs?wait=1", body).await;
+            let text = String::from_utf8_lossy(&bytes);
+            assert!(
+                code == 200 && text.contains("\"status\":\"ok\"") && text.contains("{\"words\":9}"),
+                "the daemon's job failed ({code}): {text}"
+            );
+            t.elapsed()
+        })
+    })
+}
+
+/// A daemon of the release binary in its own temporary folder (configuration, socket,
+/// state directory, its stderr); stopped when dropped, also when the benchmark panics.
+struct Daemon {
+    name: &'static str,
+    child: Option<Child>,
+    socket: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Daemon {
+    /// Started with skills on, its pool of warm sandboxes on or off, and answering.
+    fn start(bin: &Path, name: &'static str, warm: bool) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("ovsr-overhead-")
+            .tempdir()
+            .expect("temp dir");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!(
+                "[worker]\nfunctions = [\"openvibe-skill-runner@1.0.0\"]\n\
+                 [runner]\n# state_dir is set by --state-dir\n\
+                 [daemon]\nshutdown_grace_ms = 2000\n\
+                 [daemon.warm]\nenabled = {warm}\n"
+            ),
+        )
+        .expect("config");
+        let socket = dir.path().join("run/skill-runner.sock");
+        let stderr = std::fs::File::create(dir.path().join("stderr.log")).expect("stderr log");
+        let child = Command::new(bin)
+            .arg("serve")
+            .arg("--config")
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--state-dir")
+            .arg(dir.path().join("state"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .expect("start the daemon");
+        let mut d = Daemon {
+            name,
+            child: Some(child),
+            socket,
+            dir,
+        };
+        d.until(
+            Duration::from_secs(20),
+            "answer GET /v1/info ready",
+            |info| info.and_then(|i| i["ready"].as_bool()) == Some(true),
+        );
+        d
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("stderr.log")).unwrap_or_default()
+    }
+
+    /// `GET /v1/info`, or nothing while the socket does not answer it.
+    fn info(&self) -> Option<serde_json::Value> {
+        if std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            return None;
+        }
+        let (code, bytes) = call(&self.socket, "GET", "/v1/info", Bytes::new());
+        if code != 200 {
+            return None;
+        }
+        Some(serde_json::from_slice(&bytes).expect("GET /v1/info answers JSON"))
+    }
+
+    /// Polls `GET /v1/info` until `done` holds, for at most `within`; else panics with the
+    /// daemon's stderr.
+    fn until(
+        &mut self,
+        within: Duration,
+        what: &str,
+        done: impl Fn(Option<&serde_json::Value>) -> bool,
+    ) {
+        let started = Instant::now();
+        loop {
+            let info = self.info();
+            if done(info.as_ref()) {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(Child::try_wait) {
+                panic!(
+                    "the {} daemon exited ({status}): {}",
+                    self.name,
+                    self.stderr()
+                );
+            }
+            if started.elapsed() > within {
+                panic!(
+                    "the {} daemon did not {what} within {within:?} (last GET /v1/info: {}); its stderr: {}",
+                    self.name,
+                    info.map_or("none".into(), |i| i.to_string()),
+                    self.stderr()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the pool has a warm sandbox ready (`"warm": {"ready": N}` in
+    /// `/v1/info`, N >= 1); at once when the daemon tells nothing of a pool.
+    fn until_warm(&mut self) {
+        self.until(
+            Duration::from_secs(20),
+            "have a warm sandbox ready",
+            |info| match info.map(|i| &i["warm"]) {
+                Some(serde_json::Value::Null) => true,
+                Some(w) => w["ready"].as_u64().is_some_and(|n| n >= 1),
+                None => false,
+            },
+        );
+    }
+
+    /// The pool's hits and misses so far (`/metrics`), each absent when the daemon has no
+    /// such counter.
+    fn warm_counts(&self) -> (Option<f64>, Option<f64>) {
+        (
+            self.metric("openvibe_skill_runner_warm_hits_total"),
+            self.metric("openvibe_skill_runner_warm_misses_total"),
+        )
+    }
+
+    /// The sum of the `/metrics` samples named `name` (with any labels), or nothing when
+    /// the daemon has no such metric.
+    fn metric(&self, name: &str) -> Option<f64> {
+        let (code, bytes) = call(&self.socket, "GET", "/metrics", Bytes::new());
+        assert_eq!(
+            code,
+            200,
+            "GET /metrics: {}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let text = String::from_utf8_lossy(&bytes);
+        let samples: Vec<f64> = text
+            .lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with([' ', '{']))
+            })
+            .map(|l| {
+                l.rsplit(' ')
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or_else(|| panic!("a /metrics sample that is no number: {l}"))
+            })
+            .collect();
+        (!samples.is_empty()).then(|| samples.iter().sum())
+    }
+
+    /// SIGTERM, then at most `within` for it to exit, then SIGKILL; its exit status, or
+    /// nothing when it had to be killed.
+    fn stop(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let mut child = self.child.take()?;
+        let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let started = Instant::now();
+        while started.elapsed() < within {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        None
+    }
+
+    /// Stopped on SIGTERM within 10 s with exit code 0, or a panic with its stderr.
+    fn shut_down(mut self) {
+        match self.stop(Duration::from_secs(10)) {
+            Some(status) if status.success() => {}
+            Some(status) => panic!(
+                "the {} daemon exited {status} on SIGTERM: {}",
+                self.name,
+                self.stderr()
+            ),
+            None => panic!(
+                "the {} daemon did not exit within 10 s of SIGTERM (killed): {}",
+                self.name,
+                self.stderr()
+            ),
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        // Before the folder (its socket, its state directory) is removed.
+        self.stop(Duration::from_secs(10));
+    }
 }
 
 /// Jobs per second with `conc` at once, `n` jobs in all.
@@ -191,6 +489,10 @@ fn main() {
     let base = std::env::var_os("OVERHEAD_BASE_BIN").map(PathBuf::from);
     let base_state = tmp.path().join("base-state");
 
+    let mut pool = Daemon::start(&bin, "pool", true);
+    let cold = Daemon::start(&bin, "no-pool", false);
+    pool.until_warm();
+
     // Warm every path (page cache, runtime record) before measuring.
     for _ in 0..5 {
         run_bare(&node, &dir);
@@ -198,11 +500,15 @@ fn main() {
         if let Some(base) = &base {
             run_sandboxed(base, &base_state, &job_path);
         }
+        run_daemon(&pool.socket, &job);
+        run_daemon(&cold.socket, &job);
     }
-    // Interleave so that noise on the machine hits all of them alike.
+    pool.until_warm();
+    // Interleave so that noise on the machine hits all of them alike; between two jobs
+    // of the pool's daemon, the other four give the pool time to refill.
     let flags = runner_flags(&dir, &preload);
     let (mut bare, mut flagged, mut boxed) = (Vec::new(), Vec::new(), Vec::new());
-    let mut base_boxed = Vec::new();
+    let (mut base_boxed, mut pooled, mut unpooled) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         bare.push(run_bare(&node, &dir));
         flagged.push(run_node(&node, &dir, &flags));
@@ -210,61 +516,109 @@ fn main() {
         if let Some(base) = &base {
             base_boxed.push(run_sandboxed(base, &base_state, &job_path));
         }
+        pooled.push(run_daemon(&pool.socket, &job));
+        unpooled.push(run_daemon(&cold.socket, &job));
     }
-    let (bm, bp) = stats(bare);
-    let (fm, fp) = stats(flagged);
-    let (sm, sp) = stats(boxed);
+    let seq_counts = pool.warm_counts();
+    let b = stats(bare);
+    let f = stats(flagged);
+    let s = stats(boxed);
+    let p = stats(pooled);
+    let c = stats(unpooled);
+    let o = (!base_boxed.is_empty()).then(|| stats(base_boxed));
+    let line = |label: &str, x: Stats| {
+        println!(
+            "  {label:<26}median {:7.2} ms   p95 {:7.2} ms",
+            x.median, x.p95
+        )
+    };
     println!("sequential, {n} runs each (interleaved):");
-    println!("  bare node                 median {bm:7.2} ms   p95 {bp:7.2} ms");
-    println!("  node + the runner's flags median {fm:7.2} ms   p95 {fp:7.2} ms");
-    println!("  run-job (sandboxed)       median {sm:7.2} ms   p95 {sp:7.2} ms");
-    println!(
-        "  run-job / bare node       median {:7.3}      p95 {:7.3}",
-        sm / bm,
-        sp / bp
-    );
-    println!(
-        "  run-job / flagged node    median {:7.3}      p95 {:7.3}",
-        sm / fm,
-        sp / fp
-    );
-    if !base_boxed.is_empty() {
-        let (om, op) = stats(base_boxed);
-        println!("  run-job of the base bin   median {om:7.2} ms   p95 {op:7.2} ms");
-        println!(
-            "  run-job / base bin's      median {:7.3}      p95 {:7.3}",
-            sm / om,
-            sp / op
-        );
-        println!(
-            "  base bin's / bare node    median {:7.3}      p95 {:7.3}",
-            om / bm,
-            op / bp
-        );
+    line("bare node", b);
+    line("node + the runner's flags", f);
+    line("run-job (sandboxed)", s);
+    line("daemon, pool", p);
+    line("daemon, no pool", c);
+    ratio("run-job / bare node", s, b);
+    ratio("run-job / flagged node", s, f);
+    ratio("daemon pool / bare", p, b);
+    ratio("daemon pool / flagged", p, f);
+    ratio("daemon no pool / bare", c, b);
+    ratio("daemon no pool / flagged", c, f);
+    ratio("daemon pool / no pool", p, c);
+    if let Some(o) = o {
+        line("run-job of the base bin", o);
+        ratio("run-job / base bin's", s, o);
+        ratio("base bin's / bare node", o, b);
     }
+    println!("spread, {n} runs each (ms):");
+    let spread = |label: &str, x: Stats| {
+        println!(
+            "  {label:<26}min {:7.2}   median {:7.2}   p95 {:7.2}   max {:7.2}",
+            x.min, x.median, x.p95, x.max
+        )
+    };
+    spread("bare node", b);
+    spread("node + the runner's flags", f);
+    spread("run-job (sandboxed)", s);
+    spread("daemon, pool", p);
+    spread("daemon, no pool", c);
+    if let Some(o) = o {
+        spread("run-job of the base bin", o);
+    }
+
     let bare_run = || run_bare(&node, &dir);
     let flagged_run = || run_node(&node, &dir, &flags);
     let boxed_run = || run_sandboxed(&bin, &state, &job_path);
-    let (tb, tf, ts, to) = match &base {
-        None => {
-            let t = throughputs(n, 2, &[&bare_run, &flagged_run, &boxed_run]);
-            (t[0], t[1], t[2], None)
-        }
-        Some(base) => {
-            let base_run = || run_sandboxed(base, &base_state, &job_path);
-            let t = throughputs(n, 2, &[&bare_run, &flagged_run, &boxed_run, &base_run]);
-            (t[0], t[1], t[2], Some(t[3]))
-        }
-    };
+    let pool_run = || run_daemon(&pool.socket, &job);
+    let cold_run = || run_daemon(&cold.socket, &job);
+    let (base_state, job_path) = (&base_state, &job_path);
+    let base_run = base
+        .as_ref()
+        .map(|base| move || run_sandboxed(base, base_state, job_path));
+    let mut runs: Vec<&(dyn Fn() -> Duration + Sync)> =
+        vec![&bare_run, &flagged_run, &boxed_run, &pool_run, &cold_run];
+    if let Some(base_run) = &base_run {
+        runs.push(base_run);
+    }
+    let t = throughputs(n, 2, &runs);
+    let (tb, tf, ts, tp, tc) = (t[0], t[1], t[2], t[3], t[4]);
     println!("concurrency 2, {n} jobs each (in alternating rounds):");
     println!("  bare node                 {tb:7.1} jobs/s");
     println!("  node + the runner's flags {tf:7.1} jobs/s");
     println!("  run-job (sandboxed)       {ts:7.1} jobs/s");
+    println!("  daemon, pool              {tp:7.1} jobs/s");
+    println!("  daemon, no pool           {tc:7.1} jobs/s");
     println!("  run-job / bare node       {:7.3}", ts / tb);
     println!("  run-job / flagged node    {:7.3}", ts / tf);
-    if let Some(to) = to {
+    println!("  daemon pool / bare        {:7.3}", tp / tb);
+    println!("  daemon pool / flagged     {:7.3}", tp / tf);
+    println!("  daemon no pool / bare     {:7.3}", tc / tb);
+    println!("  daemon no pool / flagged  {:7.3}", tc / tf);
+    println!("  daemon pool / no pool     {:7.3}", tp / tc);
+    if let Some(&to) = t.get(5) {
         println!("  run-job of the base bin   {to:7.1} jobs/s");
         println!("  run-job / base bin's      {:7.3}", ts / to);
         println!("  base bin's / bare node    {:7.3}", to / tb);
     }
+    let show = |x: Option<f64>| x.map_or("n/a".to_string(), |v| v.to_string());
+    let (hits, misses) = pool.warm_counts();
+    println!("the pool's daemon, warm sandboxes (its /metrics):");
+    println!(
+        "  after the sequential runs hits {}   misses {}",
+        show(seq_counts.0),
+        show(seq_counts.1)
+    );
+    println!(
+        "  at the end                hits {}   misses {}",
+        show(hits),
+        show(misses)
+    );
+    let (hits, misses) = cold.warm_counts();
+    println!(
+        "  (the no-pool daemon's     hits {}   misses {})",
+        show(hits),
+        show(misses)
+    );
+    pool.shut_down();
+    cold.shut_down();
 }
