@@ -348,6 +348,7 @@ impl Engine {
             }
         };
         let mut sandbox = sandbox;
+        let began = Instant::now();
         if let Err(e) = sandbox.started.hand_over(message).await {
             sandbox.discard().await;
             return Err(e);
@@ -359,6 +360,7 @@ impl Engine {
             lease,
             ..
         } = sandbox;
+        tracing::info!(job_id = %job.job_id, sandbox = cgroup.name(), hand_over_us = began.elapsed().as_micros() as u64, "job handed to a warm sandbox");
         let mut mark = cgroup.mark_hand_over();
         let since = Instant::now();
         let outcome = started
@@ -372,7 +374,9 @@ impl Engine {
             )
             .await;
         let peak = mark.peak_since();
+        let ran = since.elapsed();
         let removed = cgroup.remove_blocking().await;
+        tracing::debug!(job_id = %job.job_id, run_us = ran.as_micros() as u64, removal_us = (since.elapsed() - ran).as_micros() as u64, "warm job's run and removal");
         let result = match outcome {
             Ok(mut outcome) => {
                 if let Some(peak) = peak {
