@@ -145,15 +145,8 @@ impl Daemon {
             .append(true)
             .open(self.dir.path().join("daemon.log"))
             .expect("log file");
-        let child = Command::new(BIN)
-            .arg("--config")
-            .arg(self.config())
-            .arg("--state-dir")
-            .arg(self.state())
-            .arg("serve")
-            .arg("--socket")
-            .arg(self.socket())
-            .stdin(Stdio::null())
+        let child = self
+            .serve_command()
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -177,6 +170,30 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// `serve` with this daemon's configuration, state and socket, no stdin.
+    fn serve_command(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.arg("--config")
+            .arg(self.config())
+            .arg("--state-dir")
+            .arg(self.state())
+            .arg("serve")
+            .arg("--socket")
+            .arg(self.socket())
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// `serve` run to its end in the foreground (a start that must fail): its exit code
+    /// and what it printed on stderr.
+    fn serve_to_the_end(&self) -> (Option<i32>, String) {
+        let out = self.serve_command().output().expect("serve");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
     }
 
     fn log(&self) -> String {
@@ -1303,30 +1320,13 @@ fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
 fn a_damaged_journal_stops_the_start_and_says_what_to_do() {
     require_host();
     let _h = exclusive();
-    let start = |d: &Daemon| {
-        let out = Command::new(BIN)
-            .arg("--config")
-            .arg(d.config())
-            .arg("--state-dir")
-            .arg(d.state())
-            .arg("serve")
-            .arg("--socket")
-            .arg(d.socket())
-            .stdin(Stdio::null())
-            .output()
-            .expect("serve");
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
     let d = Daemon::prepare("");
     std::fs::create_dir_all(d.state()).expect("state");
     let path = d.state().join("journal.sqlite3");
 
     // Not a database at all.
     std::fs::write(&path, vec![b'#'; 10_000]).expect("garbage");
-    let (code, err) = start(&d);
+    let (code, err) = d.serve_to_the_end();
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("move it aside"), "{err}");
@@ -1350,7 +1350,7 @@ fn a_damaged_journal_stops_the_start_and_says_what_to_do() {
         .open(&path)
         .and_then(|f| f.set_len(len / 2))
         .expect("truncate");
-    let (code, err) = start(&d);
+    let (code, err) = d.serve_to_the_end();
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains(&path.display().to_string()), "{err}");
     assert!(err.contains("damaged"), "{err}");

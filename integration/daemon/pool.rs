@@ -264,19 +264,8 @@ fn a_configuration_change_and_age_replace_the_warm_sandboxes() {
 fn a_bad_warm_setting_stops_the_start_with_what_to_change() {
     require_host();
     let d = Daemon::prepare("[daemon.warm]\nshapes = [{ mem_bytes = 1024, count = 1 }]\n");
-    let out = Command::new(BIN)
-        .arg("--config")
-        .arg(d.config())
-        .arg("--state-dir")
-        .arg(d.state())
-        .arg("serve")
-        .arg("--socket")
-        .arg(d.socket())
-        .stdin(Stdio::null())
-        .output()
-        .expect("serve");
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let (code, err) = d.serve_to_the_end();
+    assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains("daemon.warm.shapes") && err.contains("mem_bytes 1024"),
         "{err}"

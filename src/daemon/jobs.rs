@@ -190,7 +190,7 @@ impl Jobs {
             ready: self.ready(),
             cache: self.runner.as_ref().and_then(|r| r.cache_stats()),
             unjournaled: self.unjournaled(),
-            warm: self.pool.as_ref().map(|p| p.gauges()),
+            warm: self.pool.as_ref().map(|p| p.info()),
         }
     }
 

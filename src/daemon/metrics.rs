@@ -77,20 +77,7 @@ pub struct Gauges {
     /// Finished jobs' results kept in memory because the journal would not take them.
     pub unjournaled: usize,
     /// The warm pool, when the engine runs.
-    pub warm: Option<Warm>,
-}
-
-/// The warm pool's figures (`daemon::pool`).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Warm {
-    pub ready: u64,
-    pub starting: u64,
-    pub memory_bytes: u64,
-    pub hits: u64,
-    pub misses: u64,
-    pub made: u64,
-    pub failed: u64,
-    pub discarded: u64,
+    pub warm: Option<super::pool::PoolInfo>,
 }
 
 fn label(s: &str) -> String {
@@ -209,18 +196,18 @@ impl Metrics {
             let _ = writeln!(out, "# TYPE {PREFIX}_input_cache_evictions_total counter");
             let _ = writeln!(out, "{PREFIX}_input_cache_evictions_total {}", c.evictions);
         }
-        if let Some(w) = g.warm {
+        if let Some(w) = &g.warm {
             gauge(
                 &mut out,
                 "warm_sandboxes_ready",
                 "Warm sandboxes waiting for a job (never counted in max_jobs or the queue).",
-                w.ready,
+                w.ready as u64,
             );
             gauge(
                 &mut out,
                 "warm_sandboxes_starting",
                 "Warm sandboxes being made now.",
-                w.starting,
+                w.starting as u64,
             );
             gauge(
                 &mut out,
@@ -359,9 +346,12 @@ mod tests {
                 max_bytes: 1 << 20,
             }),
             unjournaled: 1,
-            warm: Some(Warm {
+            warm: Some(super::super::pool::PoolInfo {
+                enabled: true,
                 ready: 2,
                 starting: 1,
+                max_age_ms: 600_000,
+                shapes: Vec::new(),
                 memory_bytes: 83_886_080,
                 hits: 5,
                 misses: 7,

@@ -16,7 +16,6 @@
 //! decisions (what is missing, what is stale) are pure functions of the pool's state,
 //! tested with a stand-in for the engine ([`Warmer`]) that needs no root.
 
-use super::metrics::Warm as WarmGauges;
 use crate::config::WarmConfig;
 use crate::engine::warm::{Shape, WarmSandbox, WarmSource};
 use crate::engine::Engine;
@@ -510,21 +509,6 @@ impl<W: Warmer> Pool<W> {
             made: c.made.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),
             discarded: c.discarded.load(Ordering::Relaxed),
-        }
-    }
-
-    /// What `/metrics` shows.
-    pub fn gauges(&self) -> WarmGauges {
-        let i = self.info();
-        WarmGauges {
-            ready: i.ready as u64,
-            starting: i.starting as u64,
-            memory_bytes: i.memory_bytes,
-            hits: i.hits,
-            misses: i.misses,
-            made: i.made,
-            failed: i.failed,
-            discarded: i.discarded,
         }
     }
 }
