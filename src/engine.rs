@@ -12,7 +12,7 @@ use crate::inputs::{self, Cache, InputError};
 use crate::job::{self, Bounds, JobResult, Net, Reason, ValidJob};
 use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
-use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
+use crate::sandbox::cgroup::{CgroupHost, CgroupLimits, JobCgroup};
 use crate::sandbox::init::encode_plan;
 use crate::sandbox::seccomp::{self, CompiledFilters, ValidPolicy};
 use crate::sandbox::uids::{self, UidPool};
@@ -398,26 +398,9 @@ impl Engine {
         };
         let uid = lease.uid();
         let omit = &self.config.runner.omit_layers;
-        let (mem_bytes, pids_max) =
-            plan::cgroup_limits(job.mem_bytes, self.config.runner.pids_max, omit);
-        let limits = CgroupLimits {
-            mem_bytes,
-            pids_max,
-        };
-        // Off the async workers: creating writes a handful of cgroup files.
-        let (host, name) = (self.cgroups.clone(), unique.to_string());
-        let created = tokio::task::spawn_blocking(move || host.create_job(&name, &limits)).await;
-        let cgroup = match created {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return self.internal(job, format!("cannot create the job's cgroup: {e}"))
-            }
-            Err(e) => {
-                return self.internal(
-                    job,
-                    format!("the thread creating the job's cgroup failed: {e}"),
-                )
-            }
+        let cgroup = match self.create_cgroup(unique, job.mem_bytes).await {
+            Ok(c) => c,
+            Err(e) => return self.internal(job, format!("{e} (the job's)")),
         };
         let built = plan::build(PlanInputs {
             job,
@@ -492,6 +475,25 @@ impl Engine {
             tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
         }
         self.result_of(job, &outcome, records, None)
+    }
+
+    /// A job's (or a warm sandbox's) cgroup named `unique`, with the limits the plan gives
+    /// `mem_bytes`; off the async workers, since creating writes a handful of cgroup files.
+    async fn create_cgroup(&self, unique: &str, mem_bytes: u64) -> Result<JobCgroup, String> {
+        let (mem_bytes, pids_max) = plan::cgroup_limits(
+            mem_bytes,
+            self.config.runner.pids_max,
+            &self.config.runner.omit_layers,
+        );
+        let limits = CgroupLimits {
+            mem_bytes,
+            pids_max,
+        };
+        let (host, name) = (self.cgroups.clone(), unique.to_string());
+        tokio::task::spawn_blocking(move || host.create_job(&name, &limits))
+            .await
+            .map_err(|e| format!("the thread creating the cgroup failed: {e}"))?
+            .map_err(|e| format!("cannot create the cgroup: {e}"))
     }
 
     /// The result of a run that reached Node: `since`, for a warm sandbox, is the

@@ -14,7 +14,7 @@ use super::{remove_job_dir, Engine};
 use crate::cancel::Cancel;
 use crate::job::{JobResult, Net, ValidJob};
 use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
-use crate::sandbox::cgroup::{CgroupLimits, JobCgroup};
+use crate::sandbox::cgroup::JobCgroup;
 use crate::sandbox::init::{encode_message, encode_plan};
 use crate::sandbox::uids::UidLease;
 use crate::supervise::{self, Started};
@@ -223,17 +223,10 @@ impl Engine {
             .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
         let lease = self.uids.lease()?;
         let omit = &self.config.runner.omit_layers;
-        let (mem_bytes, pids_max) =
-            plan::cgroup_limits(shape.mem_bytes, self.config.runner.pids_max, omit);
-        let limits = CgroupLimits {
-            mem_bytes,
-            pids_max,
-        };
-        let (host, name) = (self.cgroups.clone(), unique.to_string());
-        let cgroup = tokio::task::spawn_blocking(move || host.create_job(&name, &limits))
+        let cgroup = self
+            .create_cgroup(unique, shape.mem_bytes)
             .await
-            .map_err(|e| format!("the thread creating the cgroup failed: {e}"))?
-            .map_err(|e| format!("cannot create the warm sandbox's cgroup: {e}"))?;
+            .map_err(|e| format!("{e} (a warm sandbox's)"))?;
         let job = shape_job(shape, unique);
         let built = plan::build(PlanInputs {
             job: &job,
