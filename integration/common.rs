@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_openvibe-skill-runner");
+/// The init stage's own executable, which the runner finds beside itself
+/// (`sandbox::init_exe`).
+pub const INIT: &str = env!("CARGO_BIN_EXE_openvibe-skill-runner-init");
 /// The default `runner.sandbox_uid_base`: every job's uid is at or above it.
 pub const SANDBOX_UID_BASE: u64 = 2_100_000_000;
 

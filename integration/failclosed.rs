@@ -134,3 +134,56 @@ fn a_layer_missing_on_the_host_stops_every_job() {
     }
     assert_host_clean("itest-missing");
 }
+
+/// Starts `exe` as an init stage for the build `build`, its reports on a pipe at fd 3 as
+/// the runner gives them; its exit status and the reports it wrote.
+fn init_of_build(exe: &str, build: &str) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (r, w) = nix::unistd::pipe().expect("pipe");
+    let w_raw = w.as_raw_fd();
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["sandbox-init", build])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: dup2 only, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::dup2(w_raw, 3) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn the init");
+    drop(w);
+    let mut reports = String::new();
+    std::fs::File::from(r)
+        .read_to_string(&mut reports)
+        .expect("reports");
+    (child.wait().expect("wait"), reports)
+}
+
+#[test]
+fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
+    for exe in [INIT, BIN] {
+        let (status, reports) = init_of_build(exe, "0123456789abcdef");
+        assert_eq!(status.code(), Some(127), "{exe}: {reports}");
+        let r: Value = serde_json::from_str(reports.trim()).expect("one report");
+        assert_eq!(r["kind"], "setup_failed", "{exe}: {r}");
+        assert_eq!(r["step"], "start", "{exe}: {r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("was started for build 0123456789abcdef")
+                && error.contains("same build"),
+            "{exe}: {error}"
+        );
+    }
+    // Run by hand, without the init stage's arguments, it says what it is.
+    let out = std::process::Command::new(INIT).output().expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not run by hand"));
+}

@@ -52,7 +52,7 @@ fn probe_engine_with_loader(state: &State, exe: &Path) -> (Engine, PathBuf) {
         .expect("the pinned Node names its ELF interpreter");
     let mut engine = node
         .with_probe_executable(exe.to_path_buf())
-        .with_runner_executable(PathBuf::from(BIN));
+        .with_runner_executable(PathBuf::from(INIT));
     engine.runtime.libraries = libraries;
     engine.runtime.loader = Some(loader.clone());
     (engine, loader)
@@ -63,7 +63,7 @@ fn probe_engine(state: &State, exe: &Path) -> Engine {
     Engine::start(hermetic_engine_config(state.path()))
         .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
         .with_probe_executable(exe.to_path_buf())
-        .with_runner_executable(PathBuf::from(BIN))
+        .with_runner_executable(PathBuf::from(INIT))
 }
 
 /// Runs the probe once with `input` on its stdin; returns the job's result as JSON.

@@ -15,7 +15,7 @@ use std::sync::Mutex;
 fn engine(state: &State) -> Engine {
     Engine::start(hermetic_engine_config(state.path()))
         .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
-        .with_runner_executable(PathBuf::from(BIN))
+        .with_runner_executable(PathBuf::from(INIT))
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -14,6 +14,7 @@ use crate::plan::{self, JobPaths, PlanInputs};
 use crate::runtime::{self, Runtime};
 use crate::sandbox::cgroup::{CgroupHost, CgroupLimits, JobCgroup};
 use crate::sandbox::init::encode_plan;
+use crate::sandbox::init_exe::InitExe;
 use crate::sandbox::seccomp::{self, CompiledFilters, ValidPolicy};
 use crate::sandbox::uids::{self, UidPool};
 use crate::sandbox::{landlock, Layers};
@@ -38,7 +39,8 @@ pub struct Engine {
     media: Option<crate::media::Media>,
     jobs_dir: PathBuf,
     preload: Vec<u8>,
-    self_exe: PathBuf,
+    /// The executable each job's init stage starts from.
+    init: InitExe,
     bounds: Bounds,
     seq: AtomicU64,
     /// The kernel's landlock ABI, detected once at start; each job's plan targets it.
@@ -170,9 +172,10 @@ impl Engine {
         .map_err(layer)?;
         let preload = assets::preload(&config).map_err(layer)?.bytes.into_owned();
         let media = crate::media::Media::from_config(&config).map_err(layer)?;
-        // The running binary itself, even if an upgrade replaced the file on disk: a new
-        // binary could not read the plan this one writes.
-        let self_exe = PathBuf::from("/proc/self/exe");
+        // The init executable beside this binary (or this binary), opened now: an upgrade
+        // that replaces the file on disk does not reach this engine.
+        let init = InitExe::locate().map_err(layer)?;
+        tracing::debug!(init = %init.shown().display(), "the init stage's executable");
         let bounds = Bounds {
             max_input_json_bytes: config.runner.max_input_json_bytes,
         };
@@ -187,7 +190,7 @@ impl Engine {
             uids,
             jobs_dir,
             preload,
-            self_exe,
+            init,
             bounds,
             seq: AtomicU64::new(0),
             landlock_abi: layers.landlock_abi,
@@ -213,11 +216,17 @@ impl Engine {
         self
     }
 
-    /// Re-executes this runner binary as the init stage instead of the current
-    /// executable (a test binary linking the crate is not the runner).
+    /// Starts each init stage from `exe` (the runner binary or its init executable)
+    /// instead of what [`InitExe::locate`] found: a test binary linking the crate is
+    /// neither.
     pub fn with_runner_executable(mut self, exe: PathBuf) -> Engine {
-        self.self_exe = exe;
+        self.init = InitExe::at(exe);
         self
+    }
+
+    /// The executable each job's init stage starts from, as found.
+    pub fn init_executable(&self) -> &Path {
+        self.init.shown()
     }
 
     pub fn bounds(&self) -> &Bounds {
@@ -447,7 +456,7 @@ impl Engine {
             }
         };
         let outcome = supervise::run(
-            &self.self_exe,
+            self.init.exec_path(),
             plan_bytes,
             job.input_json.clone(),
             &cgroup,

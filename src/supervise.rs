@@ -165,6 +165,7 @@ pub fn start(
     let w = report_w.as_raw_fd();
     let mut cmd = tokio::process::Command::new(self_exe);
     cmd.arg("sandbox-init")
+        .arg(crate::sandbox::init_exe::BUILD_ID)
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

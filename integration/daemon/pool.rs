@@ -45,6 +45,26 @@ pub(super) fn is_warm_of(name: &str, pid: i32) -> bool {
     name.starts_with("warm-") && name.contains(&format!(".{pid}."))
 }
 
+/// What the processes whose parent is `pid` execute (`/proc/<child>/exe`).
+fn children_exes(pid: i32) -> Vec<PathBuf> {
+    let mut exes = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(status) = std::fs::read_to_string(e.path().join("status")) else {
+            continue;
+        };
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse::<i32>().ok());
+        if ppid == Some(pid) {
+            if let Ok(exe) = std::fs::read_link(e.path().join("exe")) {
+                exes.push(exe);
+            }
+        }
+    }
+    exes
+}
+
 /// The warm sandboxes' cgroups and folders of the daemon whose pid is `pid`.
 fn warm_leftovers(d: &Daemon, pid: i32) -> (Vec<PathBuf>, Vec<PathBuf>) {
     let named = |p: &Path| {
@@ -108,6 +128,15 @@ fn the_pool_fills_serves_and_drains_with_skills_off_and_on_shutdown() {
     let pid = d.pid();
     let w = until_warm(&d, "two ready", |w| w["ready"] == 2);
     assert_eq!(w["enabled"], true);
+    // Each sandbox's first process is the small init executable found beside the daemon's
+    // binary, not the daemon re-executed.
+    let inits = children_exes(pid);
+    let init = std::fs::canonicalize(INIT).expect("the init executable");
+    assert!(
+        !inits.is_empty() && inits.iter().all(|e| *e == init),
+        "the warm sandboxes' init stages run {inits:?}, not {}",
+        init.display()
+    );
     assert_eq!(w["shapes"][0]["mem_bytes"], 134_217_728);
     assert_eq!(w["shapes"][0]["net"], "deny");
     assert!(w["memory_bytes"].as_u64().unwrap_or(0) > 0, "{w}");

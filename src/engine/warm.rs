@@ -256,7 +256,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        let started = match supervise::start(&self.self_exe, plan_bytes, None, true) {
+        let started = match supervise::start(self.init.exec_path(), plan_bytes, None, true) {
             Ok(started) => started,
             Err(e) => {
                 let _ = cgroup.remove_blocking().await;

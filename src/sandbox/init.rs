@@ -1,5 +1,6 @@
-//! The init stage: the runner re-executed as `openvibe-skill-runner sandbox-init`, a fresh
-//! single-threaded process that applies one plan and becomes Node.
+//! The init stage: `openvibe-skill-runner-init sandbox-init <build id>` (or the runner
+//! itself re-executed so, see [`super::init_exe`]), a fresh single-threaded process that
+//! applies one plan and becomes Node.
 //!
 //! Three processes, one order:
 //! - A (this process): reads the plan, joins the job's cgroups, unshares the
@@ -97,10 +98,27 @@ fn read_message<T: serde::de::DeserializeOwned>(fd: i32, what: &str) -> Result<T
     serde_json::from_slice(&buf).map_err(|e| format!("decoding {what}: {e}"))
 }
 
-/// Entry point of `sandbox-init`. Never returns.
+/// Entry point of `sandbox-init <build id>`. Never returns.
 pub fn main() -> ! {
     // Mount points and directories the stage makes are 0755 whatever the runner's umask.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o022));
+    // A plan is only ever read by the init of the build that wrote it: another build's
+    // could read the same fields differently.
+    let build = std::env::args_os().nth(2);
+    if build.as_deref() != Some(std::ffi::OsStr::new(super::init_exe::BUILD_ID)) {
+        fail(
+            "start",
+            format!(
+                "this init stage is build {} and was started for build {}: the runner and \
+                 {} must come from the same build; reinstall the runner",
+                super::init_exe::BUILD_ID,
+                build
+                    .as_deref()
+                    .map_or("(none)".into(), |b| b.to_string_lossy()),
+                super::init_exe::NAME,
+            ),
+        );
+    }
     let plan = match read_plan() {
         Ok(p) => p,
         Err(e) => fail("read plan", e),

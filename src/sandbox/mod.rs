@@ -3,6 +3,7 @@
 pub mod cgroup;
 pub mod exec_gate;
 pub mod init;
+pub mod init_exe;
 pub mod landlock;
 pub mod netns;
 pub mod seccomp;

@@ -1,0 +1,182 @@
+//! Which executable the runner starts as a job's init stage.
+//!
+//! The init stage ([`super::init`]) is a fresh process that reads one plan, applies it and
+//! becomes Node. It can be the runner itself, re-executed (`/proc/self/exe sandbox-init`),
+//! or `openvibe-skill-runner-init`, a small executable of the same build that holds the init
+//! stage and nothing else (no async runtime, no HTTP, no database): a job's three setup
+//! processes then start, fork and exit a few times faster, which is most of what the
+//! sandbox costs a cold job on top of Node's own start.
+//!
+//! Where it is looked for, beside the running binary: `<dir>/openvibe-skill-runner-init`
+//! (a build's `target/<profile>/`), then `<dir>/../lib/openvibe-skill-runner/` (the Debian
+//! package's `/usr/lib/openvibe-skill-runner/`). The first found is used; if neither
+//! exists, the runner itself. A found file that is not a root-owned executable, in a folder
+//! only root may write to, stops the start: a job's first process runs as root, so it must
+//! be exactly as trusted as the runner.
+//!
+//! The file is opened once, at the engine's start, and each init is executed through that
+//! descriptor: an upgrade that replaces the file on disk does not reach a running daemon,
+//! which keeps starting the init of its own build. Each init is given the runner's build id
+//! ([`BUILD_ID`]); an init of another build refuses the plan.
+
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// This build's id (build.rs: a hash of the sources, the manifest, the lock file and the
+/// features), shared by the runner and its init executable.
+pub const BUILD_ID: &str = env!("OVSR_BUILD_ID");
+
+/// The init executable's file name.
+pub const NAME: &str = "openvibe-skill-runner-init";
+
+/// The executable a job's init stage is started from.
+#[derive(Debug)]
+pub struct InitExe {
+    /// What is executed: `/proc/self/fd/<n>` for a pinned file, `/proc/self/exe` for the
+    /// runner itself, or a path a test gave.
+    exec: PathBuf,
+    /// The file as found, for messages and `doctor`.
+    shown: PathBuf,
+    /// Keeps a pinned file open (close-on-exec, above every descriptor an init gets).
+    _pinned: Option<OwnedFd>,
+}
+
+impl InitExe {
+    /// The runner binary itself, re-executed.
+    pub fn runner_itself() -> InitExe {
+        InitExe {
+            exec: PathBuf::from("/proc/self/exe"),
+            shown: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
+            _pinned: None,
+        }
+    }
+
+    /// A given executable, by path (tests: a test binary linking the crate is no runner).
+    pub fn at(path: PathBuf) -> InitExe {
+        InitExe {
+            exec: path.clone(),
+            shown: path,
+            _pinned: None,
+        }
+    }
+
+    /// The init executable beside the running binary, pinned, or the runner itself when
+    /// there is none; an error when one is found that cannot be trusted.
+    pub fn locate() -> Result<InitExe, String> {
+        let Ok(me) = std::env::current_exe() else {
+            return Ok(InitExe::runner_itself());
+        };
+        let Some(dir) = me.parent() else {
+            return Ok(InitExe::runner_itself());
+        };
+        match find(dir) {
+            None => Ok(InitExe::runner_itself()),
+            Some(path) => pin(&path),
+        }
+    }
+
+    /// The path to execute.
+    pub fn exec_path(&self) -> &Path {
+        &self.exec
+    }
+
+    /// The file it is, as found.
+    pub fn shown(&self) -> &Path {
+        &self.shown
+    }
+}
+
+/// Where the init executable would be for a runner in `dir`, the first that exists.
+pub fn candidates(dir: &Path) -> [PathBuf; 2] {
+    [
+        dir.join(NAME),
+        dir.join("../lib/openvibe-skill-runner").join(NAME),
+    ]
+}
+
+fn find(dir: &Path) -> Option<PathBuf> {
+    candidates(dir)
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
+}
+
+/// Opens `path`, checks what was opened and keeps it open, high, close-on-exec.
+fn pin(path: &Path) -> Result<InitExe, String> {
+    let file = std::fs::File::open(path)
+        .map_err(|e| format!("cannot open the init executable {}: {e}", path.display()))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot inspect the init executable {}: {e}", path.display()))?;
+    trusted(path, &meta)?;
+    // The folder it was found in: whoever may write there could have put another file.
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| format!("cannot resolve the init executable {}: {e}", path.display()))?;
+    if let Some(dir) = real.parent() {
+        let dmeta = std::fs::metadata(dir)
+            .map_err(|e| format!("cannot inspect the folder {}: {e}", dir.display()))?;
+        trusted_dir(dir, &dmeta)?;
+    }
+    // Above 0-2 and every descriptor the init is given (3-6), so that placing those in
+    // the child never overwrites it before the exec.
+    let high = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
+        .map_err(|e| format!("cannot keep the init executable open: {e}"))?;
+    // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; nothing else owns it.
+    let pinned = unsafe { OwnedFd::from_raw_fd(high) };
+    Ok(InitExe {
+        exec: PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),
+        shown: real,
+        _pinned: Some(pinned),
+    })
+}
+
+/// A regular, executable file owned by root that no one else may write.
+pub fn trusted(path: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    let fix = "reinstall the runner, or make it root's: chown root:root and chmod 755";
+    if !meta.is_file() {
+        return Err(format!(
+            "the init executable {} is not a regular file; {fix}",
+            path.display()
+        ));
+    }
+    if meta.uid() != 0 {
+        return Err(format!(
+            "the init executable {} belongs to uid {}, not root; {fix}",
+            path.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "the init executable {} may be written by users other than root (mode {:o}); {fix}",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    if meta.mode() & 0o100 == 0 {
+        return Err(format!(
+            "the init executable {} is not executable (mode {:o}); {fix}",
+            path.display(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+/// A folder owned by root that no one else may write (a sticky folder is not enough: its
+/// users may add files).
+pub fn trusted_dir(dir: &Path, meta: &std::fs::Metadata) -> Result<(), String> {
+    if meta.uid() != 0 || meta.mode() & 0o022 != 0 {
+        return Err(format!(
+            "the init executable's folder {} may be written by users other than root \
+             (owner uid {}, mode {:o}); install the runner in a folder only root may change",
+            dir.display(),
+            meta.uid(),
+            meta.mode() & 0o7777
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

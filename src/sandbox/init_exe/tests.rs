@@ -1,0 +1,125 @@
+use super::*;
+use std::os::unix::fs::PermissionsExt;
+
+fn file(dir: &Path, name: &str, mode: u32) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, b"#!/bin/false\n").expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    p
+}
+
+fn root_dir() -> tempfile::TempDir {
+    let d = tempfile::tempdir().expect("tempdir");
+    std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    d
+}
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+#[test]
+fn looks_beside_the_binary_then_in_the_packages_lib_folder() {
+    let dir = Path::new("/usr/bin");
+    let [first, second] = candidates(dir);
+    assert_eq!(first, Path::new("/usr/bin/openvibe-skill-runner-init"));
+    assert!(second.ends_with("../lib/openvibe-skill-runner/openvibe-skill-runner-init"));
+}
+
+#[test]
+fn no_init_beside_the_binary_is_the_runner_itself() {
+    let d = root_dir();
+    assert_eq!(find(d.path()), None);
+    let itself = InitExe::runner_itself();
+    assert_eq!(itself.exec_path(), Path::new("/proc/self/exe"));
+}
+
+#[test]
+fn the_first_candidate_found_wins() {
+    let d = root_dir();
+    let lib = d.path().join("lib/openvibe-skill-runner");
+    std::fs::create_dir_all(&lib).expect("lib");
+    let bin = d.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    let in_lib = file(&lib, NAME, 0o755);
+    assert_eq!(
+        find(&bin).map(|p| std::fs::canonicalize(p).expect("real")),
+        Some(std::fs::canonicalize(&in_lib).expect("real"))
+    );
+    let beside = file(&bin, NAME, 0o755);
+    assert_eq!(find(&bin), Some(beside));
+}
+
+#[test]
+fn a_root_owned_executable_is_pinned_and_executed_through_its_descriptor() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the file must be root's)");
+        return;
+    }
+    let d = root_dir();
+    let p = file(d.path(), NAME, 0o755);
+    let init = pin(&p).expect("trusted");
+    let exec = init.exec_path().to_string_lossy().into_owned();
+    let n: i32 = exec
+        .strip_prefix("/proc/self/fd/")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("not executed through a descriptor: {exec}"));
+    assert!(
+        n >= 10,
+        "the descriptor {n} could be overwritten by the init's own (3-6)"
+    );
+    // The descriptor is the file, and stays so when the path is replaced.
+    std::fs::remove_file(&p).expect("rm");
+    file(d.path(), NAME, 0o755);
+    let meta = std::fs::metadata(init.exec_path()).expect("through the descriptor");
+    assert_eq!(
+        meta.nlink(),
+        0,
+        "the pinned file is the one removed, not the new one"
+    );
+    let flags = nix::fcntl::fcntl(
+        // SAFETY: n is the descriptor `init` keeps open for as long as it lives.
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(n) },
+        nix::fcntl::FcntlArg::F_GETFD,
+    )
+    .expect("F_GETFD");
+    assert_ne!(flags & libc::FD_CLOEXEC, 0, "no init inherits it");
+}
+
+#[test]
+fn an_init_others_may_write_or_that_is_not_roots_stops_the_start() {
+    if !is_root() {
+        eprintln!("skipped: needs root (chown)");
+        return;
+    }
+    let d = root_dir();
+    let writable = file(d.path(), "group-writable", 0o775);
+    let e = pin(&writable).expect_err("group-writable");
+    assert!(e.contains("may be written by users other than root"), "{e}");
+    let not_exec = file(d.path(), "not-executable", 0o644);
+    let e = pin(&not_exec).expect_err("not executable");
+    assert!(e.contains("is not executable"), "{e}");
+    let theirs = file(d.path(), "theirs", 0o755);
+    std::os::unix::fs::chown(&theirs, Some(4321), Some(4321)).expect("chown");
+    let e = pin(&theirs).expect_err("not root's");
+    assert!(e.contains("belongs to uid 4321, not root"), "{e}");
+    let folder = d.path().join(NAME);
+    std::fs::create_dir(&folder).expect("dir");
+    let e = pin(&folder).expect_err("a folder");
+    assert!(e.contains("is not a regular file"), "{e}");
+}
+
+#[test]
+fn an_init_in_a_folder_others_may_write_stops_the_start() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the file must be root's)");
+        return;
+    }
+    let d = root_dir();
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).expect("dir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let p = file(&open, NAME, 0o755);
+    let e = pin(&p).expect_err("world-writable folder");
+    assert!(e.contains("folder") && e.contains("1777"), "{e}");
+}
