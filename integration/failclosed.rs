@@ -187,3 +187,88 @@ fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not run by hand"));
 }
+
+/// The runner's binary copied into a folder of its own (root's, 0755), with `init` (its
+/// bytes, its mode) beside it as `openvibe-skill-runner-init`, or nothing; runs `job` with
+/// it and returns the printed result and the runner's stderr.
+fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, String) {
+    use std::os::unix::fs::PermissionsExt;
+    let install = tempfile::tempdir().expect("install dir");
+    std::fs::set_permissions(install.path(), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let bin = install.path().join("openvibe-skill-runner");
+    std::fs::copy(BIN, &bin).expect("copy the runner");
+    if let Some((bytes, mode)) = init {
+        let path = install.path().join("openvibe-skill-runner-init");
+        std::fs::write(&path, bytes).expect("write the init");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+    let state = State::new();
+    let config = hermetic_config_file(state.path());
+    let out = std::process::Command::new(&bin)
+        .arg("--config")
+        .arg(config)
+        .arg("--state-dir")
+        .arg(state.path())
+        .env("OPENVIBE_SKILL_RUNNER_LOG", "warn")
+        .arg("run-job")
+        .arg("-")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .expect("stdin")
+                .write_all(&serde_json::to_vec(job).expect("json"))?;
+            child.wait_with_output()
+        })
+        .expect("run the copied runner");
+    let result = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("no result ({e}): {}", String::from_utf8_lossy(&out.stderr)));
+    state.assert_clean();
+    (result, String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn an_init_executable_of_another_build_is_passed_over_and_an_untrusted_one_stops_every_job() {
+    require_host();
+    // Of another build (an upgrade half done): the runner itself is the init, with a word.
+    let stale = std::fs::read(INIT)
+        .map(|mut image| {
+            let id = openvibe_skill_runner::sandbox::init_exe::BUILD_ID.as_bytes();
+            let mut at = 0;
+            while let Some(i) = memchr::memmem::find(&image[at..], id) {
+                image[at + i..at + i + id.len()].copy_from_slice(b"0000000000000000");
+                at += i + id.len();
+            }
+            image
+        })
+        .expect("read the init executable");
+    let (r, stderr) = run_with_init_beside(Some((&stale, 0o755)), &job("init-stale"));
+    assert_eq!(r["status"], "ok", "{r}\n{stderr}");
+    assert_eq!(r["output"], "the tool ran");
+    assert!(
+        stderr.contains("the init executable is of another build"),
+        "{stderr}"
+    );
+    // One others may write: no job runs, and the result says which file and what to do.
+    let image = std::fs::read(INIT).expect("read the init executable");
+    let (r, _) = run_with_init_beside(Some((&image, 0o777)), &job("init-open"));
+    assert_eq!(r["status"], "internal", "{r}");
+    assert_eq!(r["reason"], "runner_unavailable", "{r}");
+    let message = r["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("openvibe-skill-runner-init")
+            && message.contains("may be written by users other than root")
+            && message.contains("chmod 755"),
+        "{message}"
+    );
+    // None beside it: the runner itself, silently.
+    let (r, stderr) = run_with_init_beside(None, &job("init-none"));
+    assert_eq!(r["status"], "ok", "{r}\n{stderr}");
+    assert!(!stderr.contains("init executable"), "{stderr}");
+}

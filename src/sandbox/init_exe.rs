@@ -17,8 +17,11 @@
 //! The file is opened once, at the engine's start, and each init is executed through that
 //! descriptor: an upgrade that replaces the file on disk does not reach a running daemon,
 //! which keeps starting the init of its own build. Each init is given the runner's build id
-//! ([`BUILD_ID`]); an init of another build refuses the plan.
+//! ([`BUILD_ID`]); an init of another build refuses the plan. A found file that does not
+//! hold this build's id (an upgrade half done, one file copied alone) is passed over for
+//! the runner itself, with a warning.
 
+use std::io::Read;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -70,9 +73,19 @@ impl InitExe {
         let Some(dir) = me.parent() else {
             return Ok(InitExe::runner_itself());
         };
-        match find(dir) {
-            None => Ok(InitExe::runner_itself()),
-            Some(path) => pin(&path),
+        let Some(path) = find(dir) else {
+            return Ok(InitExe::runner_itself());
+        };
+        match pin(&path)? {
+            Some(init) => Ok(init),
+            None => {
+                tracing::warn!(
+                    init = %path.display(),
+                    build = BUILD_ID,
+                    "the init executable is of another build than this runner; the runner itself starts each job's init stage (reinstall the runner so that both files are of one build)"
+                );
+                Ok(InitExe::runner_itself())
+            }
         }
     }
 
@@ -101,8 +114,9 @@ fn find(dir: &Path) -> Option<PathBuf> {
         .find(|p| std::fs::symlink_metadata(p).is_ok())
 }
 
-/// Opens `path`, checks what was opened and keeps it open, high, close-on-exec.
-fn pin(path: &Path) -> Result<InitExe, String> {
+/// Opens `path`, checks what was opened and keeps it open, high, close-on-exec; `None`
+/// when it is the init of another build.
+fn pin(path: &Path) -> Result<Option<InitExe>, String> {
     let file = std::fs::File::open(path)
         .map_err(|e| format!("cannot open the init executable {}: {e}", path.display()))?;
     let meta = file
@@ -117,17 +131,26 @@ fn pin(path: &Path) -> Result<InitExe, String> {
             .map_err(|e| format!("cannot inspect the folder {}: {e}", dir.display()))?;
         trusted_dir(dir, &dmeta)?;
     }
+    // Of this build? Its image holds the build id it checks its argument against. One of
+    // another build (an upgrade half done, a file copied alone) would refuse every plan.
+    let mut image = Vec::new();
+    (&file)
+        .read_to_end(&mut image)
+        .map_err(|e| format!("cannot read the init executable {}: {e}", path.display()))?;
+    if memchr::memmem::find(&image, BUILD_ID.as_bytes()).is_none() {
+        return Ok(None);
+    }
     // Above 0-2 and every descriptor the init is given (3-6), so that placing those in
     // the child never overwrites it before the exec.
     let high = nix::fcntl::fcntl(&file, nix::fcntl::FcntlArg::F_DUPFD_CLOEXEC(10))
         .map_err(|e| format!("cannot keep the init executable open: {e}"))?;
     // SAFETY: F_DUPFD_CLOEXEC just returned this new descriptor; nothing else owns it.
     let pinned = unsafe { OwnedFd::from_raw_fd(high) };
-    Ok(InitExe {
+    Ok(Some(InitExe {
         exec: PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),
         shown: real,
         _pinned: Some(pinned),
-    })
+    }))
 }
 
 /// A regular, executable file owned by root that no one else may write.

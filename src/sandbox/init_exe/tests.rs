@@ -1,9 +1,10 @@
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 
+/// A stand-in for an init executable of this build (its bytes hold the build id).
 fn file(dir: &Path, name: &str, mode: u32) -> PathBuf {
     let p = dir.join(name);
-    std::fs::write(&p, b"#!/bin/false\n").expect("write");
+    std::fs::write(&p, format!("#!/bin/false\n{BUILD_ID}\n")).expect("write");
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).expect("chmod");
     p
 }
@@ -58,7 +59,7 @@ fn a_root_owned_executable_is_pinned_and_executed_through_its_descriptor() {
     }
     let d = root_dir();
     let p = file(d.path(), NAME, 0o755);
-    let init = pin(&p).expect("trusted");
+    let init = pin(&p).expect("trusted").expect("of this build");
     let exec = init.exec_path().to_string_lossy().into_owned();
     let n: i32 = exec
         .strip_prefix("/proc/self/fd/")
@@ -122,4 +123,20 @@ fn an_init_in_a_folder_others_may_write_stops_the_start() {
     let p = file(&open, NAME, 0o755);
     let e = pin(&p).expect_err("world-writable folder");
     assert!(e.contains("folder") && e.contains("1777"), "{e}");
+}
+
+#[test]
+fn an_init_of_another_build_is_passed_over_for_the_runner_itself() {
+    if !is_root() {
+        eprintln!("skipped: needs root (the file must be root's)");
+        return;
+    }
+    let d = root_dir();
+    let p = d.path().join(NAME);
+    std::fs::write(&p, b"#!/bin/false\n0123456789abcdef\n").expect("write");
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert!(
+        pin(&p).expect("trusted").is_none(),
+        "another build's init was pinned"
+    );
 }
