@@ -80,6 +80,19 @@ pub fn hermetic_config_file(state: &Path) -> PathBuf {
     config
 }
 
+/// Runs `cmd` with `text` on its stdin and its stdout and stderr captured, to its end.
+pub fn feed(cmd: &mut Command, text: &[u8]) -> std::process::Output {
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            child.stdin.take().expect("stdin").write_all(text)?;
+            child.wait_with_output()
+        })
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
 /// The runner with a hermetic configuration (see [`hermetic`]) written into `state` and
 /// `state` as its state directory.
 pub fn runner_in(state: &Path) -> Command {

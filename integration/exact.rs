@@ -55,23 +55,10 @@ pub fn job_text(id: &str, code: &str, input: &str) -> String {
 }
 
 fn run_job_raw(state: &State, text: &str) -> RawResult {
-    let out = runner_in(state.path())
-        .arg("run-job")
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write as _;
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(text.as_bytes())?;
-            child.wait_with_output()
-        })
-        .expect("run-job");
+    let out = feed(
+        runner_in(state.path()).arg("run-job").arg("-"),
+        text.as_bytes(),
+    );
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     state.assert_clean();
     RawResult::parse(&out.stdout)

@@ -205,28 +205,16 @@ fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, Stri
     }
     let state = State::new();
     let config = hermetic_config_file(state.path());
-    let out = std::process::Command::new(&bin)
-        .arg("--config")
-        .arg(config)
-        .arg("--state-dir")
-        .arg(state.path())
-        .env("OPENVIBE_SKILL_RUNNER_LOG", "warn")
-        .arg("run-job")
-        .arg("-")
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .and_then(|mut child| {
-            use std::io::Write;
-            child
-                .stdin
-                .take()
-                .expect("stdin")
-                .write_all(&serde_json::to_vec(job).expect("json"))?;
-            child.wait_with_output()
-        })
-        .expect("run the copied runner");
+    let out = feed(
+        std::process::Command::new(&bin)
+            .arg("--config")
+            .arg(config)
+            .arg("--state-dir")
+            .arg(state.path())
+            .env("OPENVIBE_SKILL_RUNNER_LOG", "warn")
+            .args(["run-job", "-"]),
+        &serde_json::to_vec(job).expect("json"),
+    );
     let result = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no result ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     state.assert_clean();
