@@ -190,8 +190,9 @@ fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
 
 /// The runner's binary copied into a folder of its own (root's, 0755), with `init` (its
 /// bytes, its mode) beside it as `openvibe-skill-runner-init`, or nothing; runs `job` with
-/// it and returns the printed result and the runner's stderr.
-fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, String) {
+/// it and returns the printed result, the runner's stderr and `doctor`'s line on the init
+/// stage.
+fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, String, String) {
     use std::os::unix::fs::PermissionsExt;
     let install = tempfile::tempdir().expect("install dir");
     std::fs::set_permissions(install.path(), std::fs::Permissions::from_mode(0o755))
@@ -215,10 +216,28 @@ fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, Stri
             .args(["run-job", "-"]),
         &serde_json::to_vec(job).expect("json"),
     );
+    let doctor = std::process::Command::new(&bin)
+        .arg("--config")
+        .arg(hermetic_config_file(state.path()))
+        .arg("--state-dir")
+        .arg(state.path())
+        .arg("doctor")
+        .output()
+        .expect("doctor");
+    let doctor = String::from_utf8_lossy(&doctor.stdout).into_owned();
+    let init_line = doctor
+        .lines()
+        .find(|l| l.contains("init stage"))
+        .unwrap_or_else(|| panic!("doctor has no init stage line:\n{doctor}"))
+        .to_string();
     let result = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("no result ({e}): {}", String::from_utf8_lossy(&out.stderr)));
     state.assert_clean();
-    (result, String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        result,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        init_line,
+    )
 }
 
 #[test]
@@ -236,16 +255,26 @@ fn an_init_executable_of_another_build_is_passed_over_and_an_untrusted_one_stops
             image
         })
         .expect("read the init executable");
-    let (r, stderr) = run_with_init_beside(Some((&stale, 0o755)), &job("init-stale"));
+    let (r, stderr, doctor) = run_with_init_beside(Some((&stale, 0o755)), &job("init-stale"));
     assert_eq!(r["status"], "ok", "{r}\n{stderr}");
     assert_eq!(r["output"], "the tool ran");
     assert!(
         stderr.contains("the init executable is of another build"),
         "{stderr}"
     );
+    assert!(
+        doctor.starts_with("ok")
+            && doctor.contains("the runner itself")
+            && doctor.contains("is of another build"),
+        "{doctor}"
+    );
     // One others may write: no job runs, and the result says which file and what to do.
     let image = std::fs::read(INIT).expect("read the init executable");
-    let (r, _) = run_with_init_beside(Some((&image, 0o777)), &job("init-open"));
+    let (r, _, doctor) = run_with_init_beside(Some((&image, 0o777)), &job("init-open"));
+    assert!(
+        doctor.starts_with("FAIL") && doctor.contains("may be written by users other than root"),
+        "{doctor}"
+    );
     assert_eq!(r["status"], "internal", "{r}");
     assert_eq!(r["reason"], "runner_unavailable", "{r}");
     let message = r["message"].as_str().unwrap_or_default();
@@ -256,7 +285,21 @@ fn an_init_executable_of_another_build_is_passed_over_and_an_untrusted_one_stops
         "{message}"
     );
     // None beside it: the runner itself, silently.
-    let (r, stderr) = run_with_init_beside(None, &job("init-none"));
+    let (r, stderr, doctor) = run_with_init_beside(None, &job("init-none"));
     assert_eq!(r["status"], "ok", "{r}\n{stderr}");
     assert!(!stderr.contains("init executable"), "{stderr}");
+    assert!(
+        doctor.starts_with("ok")
+            && doctor.contains("no openvibe-skill-runner-init beside the runner"),
+        "{doctor}"
+    );
+    // Beside it, of this build: that file, pinned.
+    let (r, stderr, doctor) = run_with_init_beside(Some((&image, 0o755)), &job("init-own"));
+    assert_eq!(r["status"], "ok", "{r}\n{stderr}");
+    assert!(
+        doctor.starts_with("ok")
+            && doctor.contains("openvibe-skill-runner-init (build ")
+            && !doctor.contains("the runner itself"),
+        "{doctor}"
+    );
 }

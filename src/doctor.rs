@@ -90,6 +90,7 @@ fn checks(config: &Config) -> Vec<Check> {
         Some(fixes::EXEC_GATE.into()),
     ));
     out.push(files_check(config));
+    out.push(init_check());
     let policy = assets::seccomp_policy(config).and_then(|file| {
         let text = file.text()?;
         let p = seccomp::parse_policy(text).map_err(|e| format!("{}: {e}", file.source))?;
@@ -152,6 +153,19 @@ fn checks(config: &Config) -> Vec<Check> {
         )),
     }
     out
+}
+
+/// Which executable each job's init stage starts from (`sandbox::init_exe`).
+fn init_check() -> Check {
+    match crate::sandbox::init_exe::InitExe::locate() {
+        Ok(init) => check("init stage", true, init.describe(), None),
+        Err(e) => check(
+            "init stage",
+            false,
+            e,
+            Some("reinstall the runner (its init executable is root's, mode 755, in a folder only root may write)".into()),
+        ),
+    }
 }
 
 /// Which of the runner's own files are used: built in, or an override.

@@ -1,11 +1,11 @@
 //! Which executable the runner starts as a job's init stage.
 //!
-//! The init stage ([`super::init`]) is a fresh process that reads one plan, applies it and
-//! becomes Node. It can be the runner itself, re-executed (`/proc/self/exe sandbox-init`),
-//! or `openvibe-skill-runner-init`, a small executable of the same build that holds the init
-//! stage and nothing else (no async runtime, no HTTP, no database): a job's three setup
-//! processes then start, fork and exit a few times faster, which is most of what the
-//! sandbox costs a cold job on top of Node's own start.
+//! The init stage (the module `sandbox::init`) is a fresh process that reads one plan,
+//! applies it and becomes Node. It can be the runner itself, re-executed (`/proc/self/exe
+//! sandbox-init`), or `openvibe-skill-runner-init`, a small executable of the same build
+//! that holds the init stage and nothing else (no async runtime, no HTTP, no database): a
+//! job's three setup processes then start, fork and exit from a 0.9 MB image instead of the
+//! whole 19 MB runner, a part of what the sandbox costs a cold job (README, Performance).
 //!
 //! Where it is looked for, beside the running binary: `<dir>/openvibe-skill-runner-init`
 //! (a build's `target/<profile>/`), then `<dir>/../lib/openvibe-skill-runner/` (the Debian
@@ -43,15 +43,22 @@ pub struct InitExe {
     shown: PathBuf,
     /// Keeps a pinned file open (close-on-exec, above every descriptor an init gets).
     _pinned: Option<OwnedFd>,
+    /// Why the runner itself is the init, when it is (for `doctor`).
+    why_itself: Option<String>,
 }
 
 impl InitExe {
     /// The runner binary itself, re-executed.
     pub fn runner_itself() -> InitExe {
+        InitExe::itself_because(format!("no {NAME} beside the runner"))
+    }
+
+    fn itself_because(why: String) -> InitExe {
         InitExe {
             exec: PathBuf::from("/proc/self/exe"),
             shown: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("/proc/self/exe")),
             _pinned: None,
+            why_itself: Some(why),
         }
     }
 
@@ -61,6 +68,7 @@ impl InitExe {
             exec: path.clone(),
             shown: path,
             _pinned: None,
+            why_itself: None,
         }
     }
 
@@ -84,7 +92,10 @@ impl InitExe {
                     build = BUILD_ID,
                     "the init executable is of another build than this runner; the runner itself starts each job's init stage (reinstall the runner so that both files are of one build)"
                 );
-                Ok(InitExe::runner_itself())
+                Ok(InitExe::itself_because(format!(
+                    "{} is of another build",
+                    path.display()
+                )))
             }
         }
     }
@@ -97,6 +108,17 @@ impl InitExe {
     /// The file it is, as found.
     pub fn shown(&self) -> &Path {
         &self.shown
+    }
+
+    /// What `doctor` says of it.
+    pub fn describe(&self) -> String {
+        match &self.why_itself {
+            None => format!("{} (build {BUILD_ID})", self.shown.display()),
+            Some(why) => format!(
+                "the runner itself, {} ({why}; jobs run, their setup a little slower)",
+                self.shown.display()
+            ),
+        }
     }
 }
 
@@ -150,6 +172,7 @@ fn pin(path: &Path) -> Result<Option<InitExe>, String> {
         exec: PathBuf::from(format!("/proc/self/fd/{}", pinned.as_raw_fd())),
         shown: real,
         _pinned: Some(pinned),
+        why_itself: None,
     }))
 }
 
