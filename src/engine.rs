@@ -224,11 +224,6 @@ impl Engine {
         self
     }
 
-    /// The executable each job's init stage starts from, as found.
-    pub fn init_executable(&self) -> &Path {
-        self.init.shown()
-    }
-
     pub fn bounds(&self) -> &Bounds {
         &self.bounds
     }
