@@ -15,8 +15,13 @@ fn root_dir() -> tempfile::TempDir {
     d
 }
 
-fn is_root() -> bool {
-    nix::unistd::geteuid().is_root()
+/// Whether this test can run (the files it makes must be root's); a skip otherwise.
+fn as_root(test: &str) -> bool {
+    let root = nix::unistd::geteuid().is_root();
+    if !root {
+        crate::test_skips::skipped(test, "it needs root (the init executable must be root's)");
+    }
+    root
 }
 
 #[test]
@@ -53,8 +58,7 @@ fn the_first_candidate_found_wins() {
 
 #[test]
 fn a_root_owned_executable_is_pinned_and_executed_through_its_descriptor() {
-    if !is_root() {
-        eprintln!("skipped: needs root (the file must be root's)");
+    if !as_root("a_root_owned_executable_is_pinned_and_executed_through_its_descriptor") {
         return;
     }
     let d = root_dir();
@@ -89,8 +93,7 @@ fn a_root_owned_executable_is_pinned_and_executed_through_its_descriptor() {
 
 #[test]
 fn an_init_others_may_write_or_that_is_not_roots_stops_the_start() {
-    if !is_root() {
-        eprintln!("skipped: needs root (chown)");
+    if !as_root("an_init_others_may_write_or_that_is_not_roots_stops_the_start") {
         return;
     }
     let d = root_dir();
@@ -112,8 +115,7 @@ fn an_init_others_may_write_or_that_is_not_roots_stops_the_start() {
 
 #[test]
 fn an_init_in_a_folder_others_may_write_stops_the_start() {
-    if !is_root() {
-        eprintln!("skipped: needs root (the file must be root's)");
+    if !as_root("an_init_in_a_folder_others_may_write_stops_the_start") {
         return;
     }
     let d = root_dir();
@@ -127,8 +129,7 @@ fn an_init_in_a_folder_others_may_write_stops_the_start() {
 
 #[test]
 fn an_init_of_another_build_is_passed_over_for_the_runner_itself() {
-    if !is_root() {
-        eprintln!("skipped: needs root (the file must be root's)");
+    if !as_root("an_init_of_another_build_is_passed_over_for_the_runner_itself") {
         return;
     }
     let d = root_dir();
