@@ -145,10 +145,11 @@ fn pin(path: &Path) -> Result<Option<InitExe>, String> {
         .metadata()
         .map_err(|e| format!("cannot inspect the init executable {}: {e}", path.display()))?;
     trusted(path, &meta)?;
-    // The folder it was found in: whoever may write there could have put another file.
+    // The folder it was found in and, for a link, the folder it leads to: whoever may
+    // write in either could have put another file there.
     let real = std::fs::canonicalize(path)
         .map_err(|e| format!("cannot resolve the init executable {}: {e}", path.display()))?;
-    if let Some(dir) = real.parent() {
+    for dir in [path.parent(), real.parent()].into_iter().flatten() {
         let dmeta = std::fs::metadata(dir)
             .map_err(|e| format!("cannot inspect the folder {}: {e}", dir.display()))?;
         trusted_dir(dir, &dmeta)?;

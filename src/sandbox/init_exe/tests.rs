@@ -141,3 +141,23 @@ fn an_init_of_another_build_is_passed_over_for_the_runner_itself() {
         "another build's init was pinned"
     );
 }
+
+#[test]
+fn a_link_in_a_folder_others_may_write_stops_the_start_though_its_target_is_trusted() {
+    if !as_root("a_link_in_a_folder_others_may_write_stops_the_start_though_its_target_is_trusted")
+    {
+        return;
+    }
+    let d = root_dir();
+    let target = file(d.path(), "real-init", 0o755);
+    let open = d.path().join("open");
+    std::fs::create_dir(&open).expect("dir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let link = open.join(NAME);
+    std::os::unix::fs::symlink(&target, &link).expect("symlink");
+    let e = pin(&link).expect_err("a link planted in a writable folder");
+    assert!(e.contains("folder") && e.contains("777"), "{e}");
+    // The same link in a folder only root may write is followed.
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    assert!(pin(&link).expect("trusted").is_some());
+}
