@@ -156,11 +156,9 @@ fn pin(path: &Path) -> Result<Option<InitExe>, String> {
     }
     // Of this build? Its image holds the build id it checks its argument against. One of
     // another build (an upgrade half done, a file copied alone) would refuse every plan.
-    let mut image = Vec::new();
-    (&file)
-        .read_to_end(&mut image)
+    let holds = holds(&file, BUILD_ID.as_bytes())
         .map_err(|e| format!("cannot read the init executable {}: {e}", path.display()))?;
-    if memchr::memmem::find(&image, BUILD_ID.as_bytes()).is_none() {
+    if !holds {
         return Ok(None);
     }
     // Above 0-2 and every descriptor the init is given (3-6), so that placing those in
@@ -175,6 +173,33 @@ fn pin(path: &Path) -> Result<Option<InitExe>, String> {
         _pinned: Some(pinned),
         why_itself: None,
     }))
+}
+
+/// Whether `needle` occurs in what `file` reads to its end, read a block at a time (the
+/// init's image is about a megabyte; a run-job reads it once per start, and one buffer
+/// grown to its size cost more than the search).
+fn holds(mut file: impl Read, needle: &[u8]) -> std::io::Result<bool> {
+    const BLOCK: usize = 64 * 1024;
+    let finder = memchr::memmem::Finder::new(needle);
+    let overlap = needle.len().saturating_sub(1);
+    let mut buf = vec![0u8; BLOCK + overlap];
+    let mut kept = 0;
+    loop {
+        let n = match file.read(&mut buf[kept..]) {
+            Ok(0) => return Ok(false),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        let end = kept + n;
+        if finder.find(&buf[..end]).is_some() {
+            return Ok(true);
+        }
+        // An occurrence across two blocks starts in the last `overlap` bytes.
+        let keep = overlap.min(end);
+        buf.copy_within(end - keep..end, 0);
+        kept = keep;
+    }
 }
 
 /// A regular, executable file owned by root that no one else may write.

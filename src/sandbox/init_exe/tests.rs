@@ -161,3 +161,54 @@ fn a_link_in_a_folder_others_may_write_stops_the_start_though_its_target_is_trus
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o755)).expect("chmod");
     assert!(pin(&link).expect("trusted").is_some());
 }
+
+/// A reader that hands out at most `step` bytes a call, as a pipe or a slow disk may.
+struct Trickle<'a> {
+    data: &'a [u8],
+    step: usize,
+}
+
+impl Read for Trickle<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.step.min(buf.len()).min(self.data.len());
+        buf[..n].copy_from_slice(&self.data[..n]);
+        self.data = &self.data[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn the_build_id_is_found_wherever_it_lies_in_the_image_even_across_two_blocks() {
+    let needle = BUILD_ID.as_bytes();
+    let size = 200 * 1024;
+    // At the start, across the first block's end (64 KiB), at the very end.
+    for at in [
+        0,
+        64 * 1024 - needle.len() / 2,
+        64 * 1024 - 1,
+        size - needle.len(),
+    ] {
+        let mut image = vec![b'x'; size];
+        image[at..at + needle.len()].copy_from_slice(needle);
+        for step in [usize::MAX, 4096, 7] {
+            let found = holds(Trickle { data: &image, step }, needle).expect("read");
+            assert!(
+                found,
+                "the id at {at}, read {step} bytes at a time, was not found"
+            );
+        }
+    }
+    let mut image = vec![b'x'; size];
+    // All of it but its last byte, across the block's end: not the id.
+    let at = 64 * 1024 - 3;
+    image[at..at + needle.len() - 1].copy_from_slice(&needle[..needle.len() - 1]);
+    assert!(!holds(
+        Trickle {
+            data: &image,
+            step: usize::MAX
+        },
+        needle
+    )
+    .expect("read"));
+    assert!(!holds(Trickle { data: &[], step: 1 }, needle).expect("read"));
+}
