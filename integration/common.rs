@@ -96,8 +96,13 @@ pub fn feed(cmd: &mut Command, text: &[u8]) -> std::process::Output {
 /// The runner with a hermetic configuration (see [`hermetic`]) written into `state` and
 /// `state` as its state directory.
 pub fn runner_in(state: &Path) -> Command {
+    runner_in_at(Path::new(BIN), state)
+}
+
+/// [`runner_in`] for another copy of the runner's binary (`bin`).
+pub fn runner_in_at(bin: &Path, state: &Path) -> Command {
     let config = hermetic_config_file(state);
-    let mut cmd = Command::new(BIN);
+    let mut cmd = Command::new(bin);
     cmd.arg("--config")
         .arg(config)
         .arg("--state-dir")

@@ -136,17 +136,29 @@ fn a_layer_missing_on_the_host_stops_every_job() {
 }
 
 /// Starts `exe` as an init stage for the build `build`, its reports on a pipe at fd 3 as
-/// the runner gives them; its exit status and the reports it wrote.
-fn init_of_build(exe: &str, build: &str) -> (std::process::ExitStatus, String) {
-    use std::io::Read;
+/// the runner gives them and `plan` waiting on its stdin; its exit status, the reports it
+/// wrote and what it left of `plan` unread.
+fn init_of_build(
+    exe: &str,
+    build: &str,
+    plan: &[u8],
+) -> (std::process::ExitStatus, String, Vec<u8>) {
+    use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
     let (r, w) = nix::unistd::pipe().expect("pipe");
     let w_raw = w.as_raw_fd();
+    let (plan_r, plan_w) = nix::unistd::pipe().expect("plan pipe");
+    // The plan is whole in the pipe before the init starts (far below a pipe's 64 KiB).
+    std::fs::File::from(plan_w)
+        .write_all(plan)
+        .expect("write the plan");
+    // Our own end of it, to read afterwards what the init did not.
+    let plan_left = plan_r.try_clone().expect("dup the plan's pipe");
     let mut cmd = std::process::Command::new(exe);
     cmd.args(["sandbox-init", build])
         .env_clear()
-        .stdin(std::process::Stdio::null())
+        .stdin(std::process::Stdio::from(plan_r))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
     // SAFETY: dup2 only, async-signal-safe, between fork and exec.
@@ -164,13 +176,20 @@ fn init_of_build(exe: &str, build: &str) -> (std::process::ExitStatus, String) {
     std::fs::File::from(r)
         .read_to_string(&mut reports)
         .expect("reports");
-    (child.wait().expect("wait"), reports)
+    let status = child.wait().expect("wait");
+    // Every write end is closed now: this reads what is left, then the end.
+    let mut left = Vec::new();
+    std::fs::File::from(plan_left)
+        .read_to_end(&mut left)
+        .expect("read what is left of the plan");
+    (status, reports, left)
 }
 
 #[test]
 fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
+    let plan = br#"{"a plan":"that an init of another build could read otherwise"}"#;
     for exe in [INIT, BIN] {
-        let (status, reports) = init_of_build(exe, "0123456789abcdef");
+        let (status, reports, left) = init_of_build(exe, "0123456789abcdef", plan);
         assert_eq!(status.code(), Some(127), "{exe}: {reports}");
         let r: Value = serde_json::from_str(reports.trim()).expect("one report");
         assert_eq!(r["kind"], "setup_failed", "{exe}: {r}");
@@ -181,7 +200,23 @@ fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
                 && error.contains("same build"),
             "{exe}: {error}"
         );
+        // Refused before reading: not a byte of the plan was taken, so nothing it names
+        // (cgroups, namespaces, mounts) was acted on.
+        assert_eq!(left, plan, "{exe} read the plan before refusing it");
     }
+    // Of this build, the same init reads it (and refuses it, not being a plan): the check
+    // above can fail.
+    let (status, reports, left) = init_of_build(
+        INIT,
+        openvibe_skill_runner::sandbox::init_exe::BUILD_ID,
+        plan,
+    );
+    assert_eq!(status.code(), Some(127), "{reports}");
+    assert!(reports.contains("read plan"), "{reports}");
+    assert!(
+        left.len() < plan.len(),
+        "this build's init did not read its plan"
+    );
     // Run by hand, without the init stage's arguments, it says what it is.
     let out = std::process::Command::new(INIT).output().expect("run");
     assert_eq!(out.status.code(), Some(2));
@@ -205,22 +240,13 @@ fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, Stri
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).expect("chmod");
     }
     let state = State::new();
-    let config = hermetic_config_file(state.path());
     let out = feed(
-        std::process::Command::new(&bin)
-            .arg("--config")
-            .arg(config)
-            .arg("--state-dir")
-            .arg(state.path())
+        runner_in_at(&bin, state.path())
             .env("OPENVIBE_SKILL_RUNNER_LOG", "warn")
             .args(["run-job", "-"]),
         &serde_json::to_vec(job).expect("json"),
     );
-    let doctor = std::process::Command::new(&bin)
-        .arg("--config")
-        .arg(hermetic_config_file(state.path()))
-        .arg("--state-dir")
-        .arg(state.path())
+    let doctor = runner_in_at(&bin, state.path())
         .arg("doctor")
         .output()
         .expect("doctor");
