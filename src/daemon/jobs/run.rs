@@ -1,0 +1,157 @@
+//! One accepted job from its slot to its journaled end: the wait for a slot within its
+//! TTL, the run (warm or cold), and the journal write that must take the result before
+//! anybody sees it.
+
+use super::*;
+
+impl Jobs {
+    pub(super) async fn run_job(
+        self: Arc<Self>,
+        job: ValidJob,
+        live: Arc<LiveJob>,
+        accepted_at: Instant,
+    ) {
+        let deadline =
+            tokio::time::Instant::from_std(accepted_at) + Duration::from_millis(job.ttl_ms);
+        let id = job.job_id.clone();
+        let tool = job.tool.clone();
+        let net = job.net;
+        let permit = tokio::select! {
+            biased;
+            cause = live.cancel.cancelled() => Err(NotStarted::Cancelled(cause)),
+            _ = self.stopping.cancelled() => Err(NotStarted::Stopping),
+            p = self.slots.clone().acquire_owned() => p.map_err(|_| NotStarted::NoSlots),
+            _ = tokio::time::sleep_until(deadline) => Err(NotStarted::Expired { ttl_ms: job.ttl_ms }),
+        };
+        let permit = match permit {
+            Ok(p) => p,
+            Err(why) => {
+                let (reason, message) = admit::not_started(why);
+                let r = JobResult::not_run(&id, reason, message, net, self.node());
+                self.live().queued -= 1;
+                self.finish(&id, &tool, &live, r, None).await;
+                return;
+            }
+        };
+        {
+            let mut l = self.live();
+            l.queued -= 1;
+            l.running += 1;
+        }
+        live.state.send_replace(JobState::Running);
+        let started = Instant::now();
+        let result = match &self.runner {
+            // Its own task: a panic in the engine ends this job `internal`, not the daemon's
+            // bookkeeping of it.
+            Some(runner) => {
+                match tokio::spawn(runner.clone().run(job, live.cancel.clone())).await {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::error!(job_id = %id, error = %e, "the engine failed");
+                        JobResult::not_run(
+                            &id,
+                            Reason::Internal,
+                            "the runner failed while running the job; whatever it started was removed",
+                            net,
+                            self.node(),
+                        )
+                    }
+                }
+            }
+            None => JobResult::not_run(
+                &id,
+                Reason::RunnerUnavailable,
+                format!(
+                    "{} (run `openvibe-skill-runner doctor` for every layer)",
+                    self.problem
+                        .as_deref()
+                        .unwrap_or("the engine did not start")
+                ),
+                net,
+                None,
+            ),
+        };
+        let total = started.elapsed().as_secs_f64();
+        drop(permit);
+        self.live().running -= 1;
+        let overhead =
+            admit::ran(&result).then(|| (total - result.wall_ms as f64 / 1000.0).max(0.0));
+        self.finish(&id, &tool, &live, result, overhead).await;
+    }
+
+    /// Journals the terminal result, then lets everyone waiting see it. A result the
+    /// journal will not take is kept and tried again until it goes in; nobody sees it
+    /// before. Only when the daemon stops (past the grace period) with it still unwritten
+    /// is it given up: then nobody ever saw it, and the restart's answer for the job
+    /// (`runner_restarted`) contradicts nothing.
+    async fn finish(
+        &self,
+        id: &str,
+        tool: &str,
+        live: &Arc<LiveJob>,
+        result: JobResult,
+        overhead: Option<f64>,
+    ) {
+        let result = Arc::new(result);
+        self.metrics.ended(&result, admit::ran(&result), overhead);
+        log_end(&result, tool);
+        let mut wait = Duration::from_millis(100);
+        let mut tries = 0u32;
+        let durable = loop {
+            let r = result.clone();
+            let written = self.blocking(move |j| j.finish(&r)).await;
+            tries += 1;
+            let e = match written {
+                Some(Ok(())) => break true,
+                Some(Err(e)) if e.kind == Trouble::Conflict => {
+                    // Not the disk: the row is not waiting for this result. Retrying
+                    // cannot help; the journal keeps whatever it holds for the id.
+                    tracing::error!(job_id = %id, error = %e, "a job's result does not fit its journal row");
+                    break true;
+                }
+                other => journal_failure(other),
+            };
+            if tries == 1 {
+                self.health().unjournaled += 1;
+                tracing::error!(job_id = %id, error = %e, "cannot journal a job's result; kept in memory and tried again; the runner takes no new job until it is written");
+            }
+            self.journal_outcome(&Err(e));
+            if self.kill_all.is_cancelled() {
+                tracing::error!(job_id = %id, status = result.status.as_str(), "the runner stops with this job's result unwritten: it was shown to nobody, and after a restart the job ends internal runner_restarted");
+                break false;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.kill_all.cancelled() => {}
+            }
+            wait = (wait * 2).min(JOURNAL_RETRY_MAX);
+        };
+        if tries > 1 {
+            self.health().unjournaled -= 1;
+            if durable {
+                tracing::warn!(job_id = %id, tries, "a job's result is journaled after all");
+            }
+        }
+        if durable {
+            self.journal_outcome(&Ok(()));
+            live.state.send_replace(JobState::Done(result));
+        }
+        let idle = {
+            let mut l = self.live();
+            if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, live)) {
+                l.jobs.remove(id);
+            }
+            if l.jobs.is_empty() {
+                l.jobs.shrink_to(64);
+            }
+            l.running == 0 && l.queued == 0
+        };
+        if idle {
+            // Hand the memory of the last burst back to the system.
+            tokio::task::spawn_blocking(|| {
+                // SAFETY: malloc_trim only releases free heap pages.
+                unsafe { libc::malloc_trim(0) };
+            });
+        }
+    }
+}
