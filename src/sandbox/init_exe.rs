@@ -185,7 +185,9 @@ fn holds(mut file: impl Read, needle: &[u8]) -> std::io::Result<bool> {
     let mut buf = vec![0u8; BLOCK + overlap];
     let mut kept = 0;
     loop {
-        let n = match file.read(&mut buf[kept..]) {
+        // At most a block a read, after what was kept: the blocks' ends are where the
+        // stream's 64 KiB multiples are, whatever the reader hands out.
+        let n = match file.read(&mut buf[kept..kept + BLOCK]) {
             Ok(0) => return Ok(false),
             Ok(n) => n,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,

@@ -181,7 +181,8 @@ impl Read for Trickle<'_> {
 fn the_build_id_is_found_wherever_it_lies_in_the_image_even_across_two_blocks() {
     let needle = BUILD_ID.as_bytes();
     let size = 200 * 1024;
-    // At the start, across the first block's end (64 KiB), at the very end.
+    // At the start, across the first block's end (64 KiB: half before it, or all but its
+    // first byte after it), at the very end; read whole blocks, 4 KiB or 7 bytes a call.
     for at in [
         0,
         64 * 1024 - needle.len() / 2,
