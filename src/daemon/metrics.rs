@@ -211,6 +211,12 @@ impl Metrics {
             );
             gauge(
                 &mut out,
+                "warm_sandboxes_stopping",
+                "Warm sandboxes out of the pool and being torn down.",
+                w.stopping as u64,
+            );
+            gauge(
+                &mut out,
                 "warm_memory_bytes",
                 "Memory the waiting warm sandboxes hold (their cgroups' usage).",
                 w.memory_bytes,
@@ -350,6 +356,7 @@ mod tests {
                 enabled: true,
                 ready: 2,
                 starting: 1,
+                stopping: 3,
                 max_age_ms: 600_000,
                 shapes: Vec::new(),
                 memory_bytes: 83_886_080,
@@ -362,6 +369,7 @@ mod tests {
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
         assert!(text.contains("openvibe_skill_runner_warm_sandboxes_ready 2"));
+        assert!(text.contains("openvibe_skill_runner_warm_sandboxes_stopping 3"));
         assert!(text.contains("openvibe_skill_runner_warm_memory_bytes 83886080"));
         assert!(text.contains("# TYPE openvibe_skill_runner_warm_hits_total counter"));
         assert!(text.contains("openvibe_skill_runner_warm_hits_total 5"));

@@ -23,7 +23,7 @@ use crate::job::Net;
 use serde::Serialize;
 use std::collections::{HashMap, VecDeque};
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{Notify, Semaphore};
@@ -216,6 +216,10 @@ struct Counters {
     made: AtomicU64,
     failed: AtomicU64,
     discarded: AtomicU64,
+    /// Sandboxes out of the pool and not yet torn down. Counted under the state's lock
+    /// where they leave `ready` (or a late warm-up leaves `starting`), so that no view of
+    /// the pool shows a sandbox in none of the three.
+    stopping: AtomicUsize,
 }
 
 struct State<S> {
@@ -248,6 +252,8 @@ pub struct PoolInfo {
     pub enabled: bool,
     pub ready: usize,
     pub starting: usize,
+    /// Out of the pool, being torn down (a drain, a stale or a late one).
+    pub stopping: usize,
     pub max_age_ms: u64,
     pub shapes: Vec<ShapeInfo>,
     pub memory_bytes: u64,
@@ -316,7 +322,7 @@ impl<W: Warmer> Pool<W> {
             }
             st.settings = settings;
             st.generation += 1;
-            std::mem::take(&mut st.ready)
+            self.leaving(std::mem::take(&mut st.ready))
         };
         self.discard_all(drained).await;
         self.wake.notify_one();
@@ -329,7 +335,7 @@ impl<W: Warmer> Pool<W> {
             let mut st = self.state();
             st.closed = true;
             st.generation += 1;
-            std::mem::take(&mut st.ready)
+            self.leaving(std::mem::take(&mut st.ready))
         };
         self.stop.cancel();
         self.discard_all(drained).await;
@@ -341,14 +347,25 @@ impl<W: Warmer> Pool<W> {
         }
     }
 
+    /// Counts `all` as stopping; called under the state's lock, where they leave it.
+    fn leaving(&self, all: Vec<W::Sandbox>) -> Vec<W::Sandbox> {
+        self.counters
+            .stopping
+            .fetch_add(all.len(), Ordering::SeqCst);
+        all
+    }
+
+    /// Tears down sandboxes [`Self::leaving`] counted.
     async fn discard_all(&self, all: Vec<W::Sandbox>) {
         if all.is_empty() {
             return;
         }
+        let n = all.len();
         self.counters
             .discarded
-            .fetch_add(all.len() as u64, Ordering::Relaxed);
+            .fetch_add(n as u64, Ordering::Relaxed);
         futures_join(all.into_iter().map(Held::discard)).await;
+        self.counters.stopping.fetch_sub(n, Ordering::SeqCst);
     }
 
     /// Takes a ready sandbox of `shape` for a job whose inputs are verified; `None` (a
@@ -428,7 +445,12 @@ impl<W: Warmer> Pool<W> {
                 }
                 // When the oldest left comes of age.
                 let oldest = st.ready.iter().map(Held::age).max().unwrap_or_default();
-                (out, next, st.generation, max_age.saturating_sub(oldest))
+                (
+                    self.leaving(out),
+                    next,
+                    st.generation,
+                    max_age.saturating_sub(oldest),
+                )
             };
             self.discard_all(stale_ones).await;
             let Some(shape) = next else {
@@ -449,7 +471,7 @@ impl<W: Warmer> Pool<W> {
                         st.ready.push(s);
                         None
                     }
-                    Ok(s) => Some(Ok(s)),
+                    Ok(s) => Some(Ok(self.leaving(vec![s]))),
                     Err(e) => Some(Err(e)),
                 }
             };
@@ -461,7 +483,7 @@ impl<W: Warmer> Pool<W> {
                 Some(Ok(late)) => {
                     // Made under settings that changed meanwhile.
                     self.counters.made.fetch_add(1, Ordering::Relaxed);
-                    self.discard_all(vec![late]).await;
+                    self.discard_all(late).await;
                 }
                 Some(Err(e)) => {
                     self.counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -501,6 +523,7 @@ impl<W: Warmer> Pool<W> {
             enabled: st.settings.warm.enabled,
             ready: st.ready.len(),
             starting: usize::from(st.starting.is_some()),
+            stopping: c.stopping.load(Ordering::SeqCst),
             max_age_ms: st.settings.warm.max_age_ms,
             shapes,
             memory_bytes: st.ready.iter().map(Held::memory_bytes).sum(),
