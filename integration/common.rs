@@ -472,3 +472,63 @@ pub fn run_engine_job(
     let result = rt.block_on(engine.run(valid, &openvibe_skill_runner::cancel::Cancel::new()));
     serde_json::to_value(&result).expect("result json")
 }
+
+/// Starts `exe` as an init stage for the build `build`, its reports on a pipe at fd 3 and
+/// one end of a socket pair at the exec gate's descriptor as the runner gives them, and
+/// `plan` waiting on its stdin; its exit status, the reports it wrote and what it left of
+/// `plan` unread.
+pub fn init_of_build(
+    exe: &str,
+    build: &str,
+    plan: &[u8],
+) -> (std::process::ExitStatus, String, Vec<u8>) {
+    use std::io::{Read, Write};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::process::CommandExt;
+    let (r, w) = nix::unistd::pipe().expect("pipe");
+    let w_raw = w.as_raw_fd();
+    let (gate, _gate_peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+    let gate_raw = gate.as_raw_fd();
+    let (plan_r, plan_w) = nix::unistd::pipe().expect("plan pipe");
+    // The plan is whole in the pipe before the init starts (far below a pipe's 64 KiB).
+    std::fs::File::from(plan_w)
+        .write_all(plan)
+        .expect("write the plan");
+    // Our own end of it, to read afterwards what the init did not.
+    let plan_left = plan_r.try_clone().expect("dup the plan's pipe");
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["sandbox-init", build])
+        .env_clear()
+        .stdin(std::process::Stdio::from(plan_r))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    // SAFETY: fcntl and dup2 only, async-signal-safe, between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The socket first out of the way of fd 3 (and of itself: dup2 onto the same
+            // number would leave it close-on-exec).
+            let gate = libc::fcntl(gate_raw, libc::F_DUPFD, 10);
+            if gate < 0
+                || libc::dup2(w_raw, 3) < 0
+                || libc::dup2(gate, openvibe_skill_runner::sandbox::exec_gate::GATE_FD) < 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().expect("spawn the init");
+    drop(w);
+    drop(gate);
+    let mut reports = String::new();
+    std::fs::File::from(r)
+        .read_to_string(&mut reports)
+        .expect("reports");
+    let status = child.wait().expect("wait");
+    // Every write end is closed now: this reads what is left, then the end.
+    let mut left = Vec::new();
+    std::fs::File::from(plan_left)
+        .read_to_end(&mut left)
+        .expect("read what is left of the plan");
+    (status, reports, left)
+}

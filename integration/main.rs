@@ -3,6 +3,7 @@
 //! Every test asserts the exact status and reason, and that the host is unchanged: no
 //! job directory, no cgroup, no mount, no process of a sandbox uid left behind.
 
+mod cgroup;
 mod common;
 mod compat;
 mod daemon;

@@ -413,7 +413,7 @@ impl Engine {
             files,
             preload: &self.preload,
             seccomp: &|net| self.filters.get(net),
-            cgroup_join: cgroup.self_join_files(),
+            cgroup_join: cgroup.join(),
             uid,
             egress_ports: &self.egress.policy().ports,
             existing: &|p: &Path| p.exists(),

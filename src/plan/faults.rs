@@ -2,7 +2,7 @@
 //! corrupted into one the kernel refuses, so the init stage, which applies a plan as it is,
 //! meets the real call's own error.
 
-use super::{ruleset, ExecGateStep, MountStep, PathRule, Plan, RootSteps, REPORT_FD};
+use super::{ruleset, CgroupJoin, ExecGateStep, MountStep, PathRule, Plan, RootSteps, REPORT_FD};
 use crate::bpf::{CompiledFilters, Instruction};
 use crate::fault::Fault;
 
@@ -51,14 +51,18 @@ pub fn inject(plan: &mut Plan, fault: Fault) -> Result<(), String> {
                 ),
             }
         }
-        // `0` written to each cgroup's folder instead of its file (EISDIR).
-        Fault::Cgroup => {
-            for file in &mut plan.cgroup_join {
-                if let Some(dir) = file.parent() {
-                    *file = dir.to_path_buf();
+        // v1: `0` written to each cgroup's folder instead of its file (EISDIR). v2: the
+        // folder's `cgroup.procs` opened as the folder pid 1 is made in (ENOTDIR).
+        Fault::Cgroup => match &mut plan.cgroup_join {
+            CgroupJoin::Write { files } => {
+                for file in files {
+                    if let Some(dir) = file.parent() {
+                        *file = dir.to_path_buf();
+                    }
                 }
             }
-        }
+            CgroupJoin::CloneInto { dir } => *dir = dir.join("cgroup.procs"),
+        },
         // unshare with a bit it does not know, an exit signal (EINVAL).
         Fault::Namespaces => plan.unshare |= libc::SIGCHLD,
         // A bind mount whose source does not exist (ENOENT), before every other mount.

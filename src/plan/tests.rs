@@ -57,7 +57,9 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
         files: &files,
         preload: b"'use strict'",
         seccomp: &|_| Ok(&filters),
-        cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+        cgroup_join: CgroupJoin::Write {
+            files: vec!["/cg/memory/j1/tasks".into()],
+        },
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| all_exist,
@@ -82,7 +84,9 @@ fn warm_plan(omit: &[Layer]) -> Result<Plan, String> {
         files: &[],
         preload: b"'use strict'",
         seccomp: &|_| Ok(&filters),
-        cgroup_join: vec!["/cg/memory/j1/tasks".into()],
+        cgroup_join: CgroupJoin::Write {
+            files: vec!["/cg/memory/j1/tasks".into()],
+        },
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| true,
@@ -125,10 +129,9 @@ fn try_plan(
         files: &files,
         preload: b"'use strict'",
         seccomp: &|_| Ok(&filters),
-        cgroup_join: vec![
-            "/cg/memory/j1/tasks".into(),
-            "/cg/pids/j1/cgroup.procs".into(),
-        ],
+        cgroup_join: CgroupJoin::Write {
+            files: vec!["/cg/memory/j1/tasks".into(), "/cg/pids/j1/tasks".into()],
+        },
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| true,
@@ -334,7 +337,7 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         files: &files,
         preload: b"",
         seccomp: &pick,
-        cgroup_join: vec![],
+        cgroup_join: CgroupJoin::Write { files: vec![] },
         uid: 2_100_000_007,
         egress_ports: &[],
         existing: &|_| true,
@@ -669,7 +672,9 @@ fn each_fault_is_its_steps_input_corrupted_in_the_plan() {
             Fault::Cgroup => {
                 assert_eq!(
                     p.cgroup_join,
-                    vec![PathBuf::from("/cg/memory/j1"), PathBuf::from("/cg/pids/j1")],
+                    CgroupJoin::Write {
+                        files: vec![PathBuf::from("/cg/memory/j1"), PathBuf::from("/cg/pids/j1")]
+                    },
                     "the folders, not their files"
                 );
                 p.cgroup_join = real.cgroup_join.clone();
@@ -727,6 +732,23 @@ fn each_fault_is_its_steps_input_corrupted_in_the_plan() {
 }
 
 /// A fault whose step the plan does not have is refused, never silently a test of
+/// On cgroup v2 the cgroup fault corrupts the folder pid 1 is made in: its `cgroup.procs`,
+/// a file, which the init stage's `open(O_DIRECTORY)` refuses.
+#[test]
+fn the_cgroup_fault_on_v2_names_a_file_for_the_folder() {
+    let mut p = try_plan(&job(134_217_728), 6, None, &[]).expect("a plan");
+    p.cgroup_join = CgroupJoin::CloneInto {
+        dir: "/cg/unified/jobs/j1".into(),
+    };
+    inject(&mut p, Fault::Cgroup).expect("injected");
+    assert_eq!(
+        p.cgroup_join,
+        CgroupJoin::CloneInto {
+            dir: "/cg/unified/jobs/j1/cgroup.procs".into()
+        }
+    );
+}
+
 /// nothing.
 #[test]
 #[cfg_attr(

@@ -3,16 +3,17 @@
 //! applies one plan and becomes Node.
 //!
 //! Three processes, one order:
-//! - A (this process): reads the plan, joins the job's cgroups, unshares the
-//!   namespaces, forks B and waits for it.
-//! - B, pid 1 of the job's pid namespace: forks C, reaps, and reports C's end on fd 3.
+//! - A (this process): reads the plan, joins the job's cgroups (v1; on v2 it makes B
+//!   inside them), unshares the namespaces, forks B and waits for it.
+//! - B, pid 1 of the job's pid namespace (on v2 it makes the cgroup namespace): forks C,
+//!   reaps, and reports C's end on fd 3.
 //! - C, pid 2: builds the root, drops every privilege, restricts itself and execs Node.
 //!   A setup failure is written to fd 3 as a typed report and C exits 127.
 //!
 //! Node is never pid 1, so signals and aborts behave as anywhere else.
 
 use super::{exec_gate, landlock, seccomp};
-use crate::plan::{ExecGateStep, HandOver, MountStep, Plan, RootSteps, Start};
+use crate::plan::{CgroupJoin, ExecGateStep, HandOver, MountStep, Plan, RootSteps, Start};
 use nix::mount::{mount, umount2, MntFlags, MsFlags};
 use nix::sched::{unshare, CloneFlags};
 use nix::sys::resource::{setrlimit, Resource};
@@ -168,16 +169,27 @@ pub fn main() -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
-    // 0. Join the job's cgroups before anything else is forked: memory, pids and CPU
-    //    limits hold for every process that follows.
-    if let Err(e) = join_cgroups(&plan.cgroup_join) {
-        fail("join cgroups", e);
-    }
+    // 0. The job's cgroups before anything of the job is forked: memory, pids and CPU
+    //    limits hold for every process that follows. v1: this process joins them now. v2:
+    //    pid 1 is made inside (below); this process opens the folder and stays outside.
+    let cgroup_dir = match &plan.cgroup_join {
+        CgroupJoin::Write { files } => match join_cgroups(files) {
+            Ok(()) => None,
+            Err(e) => fail("join cgroups", e),
+        },
+        CgroupJoin::CloneInto { dir } => match open_cgroup_dir(dir) {
+            Ok(fd) => Some(fd),
+            Err(e) => fail("join cgroups", e),
+        },
+    };
     // 1. Namespaces as the plan lists them: mount, pid (for children), net (unless joined
-    //    above), ipc, uts, cgroup. We are already in the job's cgroup, so the cgroup
-    //    namespace is rooted there. The flags go to the kernel as they are: it refuses any
-    //    it does not know.
-    let flags = CloneFlags::from_bits_retain(plan.unshare);
+    //    above), ipc, uts, cgroup. The cgroup namespace is rooted where its maker is, so
+    //    the first process in the job's cgroup makes it: this one on v1, pid 1 on v2. The
+    //    flags go to the kernel as they are: it refuses any it does not know.
+    let mut flags = CloneFlags::from_bits_retain(plan.unshare);
+    if cgroup_dir.is_some() {
+        flags.remove(CloneFlags::CLONE_NEWCGROUP);
+    }
     if plan.root_steps.mounts() && !flags.contains(CloneFlags::CLONE_NEWNS) {
         fail(
             "unshare namespaces",
@@ -187,9 +199,24 @@ pub fn main() -> ! {
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
     }
-    // SAFETY: this process is single-threaded (a fresh exec that started no thread).
-    match unsafe { fork() } {
-        Err(e) => fail("fork pid 1", e),
+    let forked = match &cgroup_dir {
+        // SAFETY: this process is single-threaded (a fresh exec that started no thread).
+        None => unsafe { fork() },
+        Some(dir) => fork_into_cgroup(dir),
+    };
+    drop(cgroup_dir);
+    match forked {
+        Err(e) => fail(
+            "fork pid 1",
+            match plan.cgroup_join {
+                CgroupJoin::CloneInto { .. } => format!(
+                    "clone3 into the job's cgroup: {e}; the runner needs clone3 with \
+                     CLONE_INTO_CGROUP (Linux 5.7 or later), which a seccomp profile around \
+                     the runner (a container's) must allow"
+                ),
+                CgroupJoin::Write { .. } => e.to_string(),
+            },
+        ),
         Ok(ForkResult::Parent { child }) => {
             close_stdio();
             exec_gate::close_inherited();
@@ -206,15 +233,82 @@ fn join_cgroups(files: &[PathBuf]) -> Result<(), String> {
     if files.is_empty() {
         return Err("the plan names no cgroup".into());
     }
-    let me = std::process::id().to_string();
     for file in files {
         std::fs::write(file, b"0").map_err(|e| format!("{}: {e}", file.display()))?;
-        let dir = file.parent().ok_or("a cgroup file without a directory")?;
-        let procs = std::fs::read_to_string(dir.join("cgroup.procs"))
-            .map_err(|e| format!("{}: {e}", dir.display()))?;
-        if !procs.lines().any(|l| l.trim() == me) {
-            return Err(format!("not in {} after joining it", dir.display()));
-        }
+        check_listed(file.parent().ok_or("a cgroup file without a directory")?)?;
+    }
+    Ok(())
+}
+
+/// This process is listed in the cgroup `dir` (its pid as this process's pid namespace
+/// numbers it, as the kernel lists it to this process).
+fn check_listed(dir: &Path) -> Result<(), String> {
+    let me = std::process::id().to_string();
+    let procs = std::fs::read_to_string(dir.join("cgroup.procs"))
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    if !procs.lines().any(|l| l.trim() == me) {
+        return Err(format!("not in {} after joining it", dir.display()));
+    }
+    Ok(())
+}
+
+/// A, cgroup v2: the folder pid 1 is made in, opened before the namespaces.
+fn open_cgroup_dir(dir: &Path) -> Result<std::os::fd::OwnedFd, String> {
+    use nix::fcntl::{open, OFlag};
+    if dir.as_os_str().is_empty() {
+        return Err("the plan names no cgroup".into());
+    }
+    open(
+        dir,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        nix::sys::stat::Mode::empty(),
+    )
+    .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// `linux/sched.h`'s flag, wider than the `c_int` the libc crate gives it.
+const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+
+/// A, cgroup v2: forks pid 1 straight into the job's cgroup (`clone3` with
+/// `CLONE_INTO_CGROUP`), which writing its pid to `cgroup.procs` after the fork would cost
+/// an RCU grace period (see [`CgroupJoin`]). Returns like `fork(2)`.
+fn fork_into_cgroup(dir: &std::os::fd::OwnedFd) -> nix::Result<ForkResult> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `clone_args` is plain integers, for which zero is a valid value (and what
+    // clone3 wants in every field not set).
+    let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = libc::SIGCHLD as u64;
+    args.cgroup = dir.as_raw_fd() as u64;
+    // SAFETY: clone3 reads `args`, of the size given, and copies this process as fork(2)
+    // does. The process is single-threaded, so the copy holds no lock that another thread
+    // took. glibc's fork handlers do not run and its record of the thread's id keeps the
+    // parent's: the child (pid 1) only forks through glibc, waits, reads, writes and
+    // exits, none of which uses that record (glibc's own raise asks the kernel).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            &mut args as *mut libc::clone_args,
+            std::mem::size_of::<libc::clone_args>(),
+        )
+    };
+    match rc {
+        0 => Ok(ForkResult::Child),
+        pid if pid > 0 => Ok(ForkResult::Parent {
+            child: nix::unistd::Pid::from_raw(pid as i32),
+        }),
+        _ => Err(nix::errno::Errno::last()),
+    }
+}
+
+/// B, cgroup v2: made in the job's cgroup, it checks it is listed there, then makes the
+/// job's cgroup namespace, rooted there (when the plan has one).
+fn enter_cgroup(dir: &Path, unshare_flags: i32) -> Result<(), String> {
+    check_listed(dir)?;
+    let flags = CloneFlags::from_bits_retain(unshare_flags);
+    if flags.contains(CloneFlags::CLONE_NEWCGROUP) {
+        unshare(CloneFlags::CLONE_NEWCGROUP)
+            .map_err(|e| format!("unshare the cgroup namespace: {e}"))?;
     }
     Ok(())
 }
@@ -231,6 +325,11 @@ fn close_stdio() {
 fn pid_one(plan: Plan) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
+    }
+    if let CgroupJoin::CloneInto { dir } = &plan.cgroup_join {
+        if let Err(e) = enter_cgroup(dir, plan.unshare) {
+            fail("join cgroups", e);
+        }
     }
     // The host's root, to tell it from the job's at the hand-over (pid 1 writes as root).
     let host_root = match nix::sys::stat::stat("/") {

@@ -3,6 +3,7 @@
 //! runs).
 
 use super::*;
+use crate::plan::CgroupJoin;
 
 /// One job's cgroup, in every hierarchy. Dropping it kills the job and removes the cgroups.
 #[derive(Debug)]
@@ -23,16 +24,21 @@ impl JobCgroup {
         &self.dirs
     }
 
-    /// The files through which a single-threaded process joins this job by itself,
-    /// writing `0` to each: v1's `tasks`, which for the calling thread skips the global
-    /// threadgroup lock (and its RCU grace period, about 10 ms per job), or v2's
-    /// `cgroup.procs`.
-    pub fn self_join_files(&self) -> Vec<PathBuf> {
-        let file = match self.host.version() {
-            CgroupVersion::V1 => "tasks",
-            CgroupVersion::V2 => "cgroup.procs",
-        };
-        self.dirs.iter().map(|d| d.join(file)).collect()
+    /// How the init stage puts the job into this cgroup ([`CgroupJoin`]): on v1 it writes
+    /// `0` to each hierarchy's `tasks`, which for the calling thread skips the global
+    /// threadgroup lock (and its RCU grace period, about 10 ms per job); on v2, whose one
+    /// hierarchy is one directory, pid 1 is made inside it.
+    pub fn join(&self) -> CgroupJoin {
+        match (self.host.version(), self.dirs.as_slice()) {
+            (CgroupVersion::V2, [dir]) => CgroupJoin::CloneInto { dir: dir.clone() },
+            // v2 has one hierarchy; should a job have more, writing still joins each.
+            (CgroupVersion::V2, dirs) => CgroupJoin::Write {
+                files: dirs.iter().map(|d| d.join("cgroup.procs")).collect(),
+            },
+            (CgroupVersion::V1, dirs) => CgroupJoin::Write {
+                files: dirs.iter().map(|d| d.join("tasks")).collect(),
+            },
+        }
     }
 
     /// Move a process the runner started into the job, in every hierarchy.
