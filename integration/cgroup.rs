@@ -38,8 +38,8 @@ fn plan(join: CgroupJoin, root: &Path) -> Plan {
             | libc::CLONE_NEWPID
             | libc::CLONE_NEWNET
             | libc::CLONE_NEWIPC
-            | libc::CLONE_NEWUTS
-            | libc::CLONE_NEWCGROUP,
+            | libc::CLONE_NEWUTS,
+        pid_one_unshare: libc::CLONE_NEWCGROUP,
         root: root.to_path_buf(),
         root_bytes: 1 << 20,
         root_steps: RootSteps::Enter,

@@ -216,8 +216,13 @@ pub struct Plan {
     /// whose new, empty one comes with `unshare`.
     pub join_netns: Option<i32>,
     /// The `CLONE_NEW*` flags of the init stage's `unshare(2)`: mount, pid, net (a `deny`
-    /// job's, not one joined), ipc, uts, cgroup.
+    /// job's, not one joined), ipc, uts, and cgroup when the init stage is the job's first
+    /// process in its cgroup (v1, [`CgroupJoin::Write`]).
     pub unshare: i32,
+    /// The flags pid 1 unshares once it has checked it is in the job's cgroup: the cgroup
+    /// namespace on v2 ([`CgroupJoin::CloneInto`]), where pid 1 is the job's first process
+    /// there. A cgroup namespace is rooted at its maker's cgroup, so it is made inside.
+    pub pid_one_unshare: i32,
     /// Host path of an empty directory the job's root tmpfs is mounted on.
     pub root: PathBuf,
     /// Size of that tmpfs: the files below and room for mount points.
@@ -584,6 +589,13 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
             unshare |= flag;
         }
     }
+    // The cgroup namespace is made by the job's first process in its cgroup: the init
+    // stage, which joins by itself on v1; pid 1, made inside on v2.
+    let pid_one_unshare = match &cgroup_join {
+        CgroupJoin::Write { .. } => 0,
+        CgroupJoin::CloneInto { .. } => unshare & libc::CLONE_NEWCGROUP,
+    };
+    unshare &= !pid_one_unshare;
     let root_steps = if leaves_out(Layer::MountNamespace) {
         RootSteps::FilesOnly
     } else if no_root {
@@ -625,6 +637,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         cgroup_join,
         join_netns,
         unshare,
+        pid_one_unshare,
         root: paths.root.clone(),
         root_bytes: ROOT_TMPFS_SLACK + payload,
         root_steps,

@@ -7,7 +7,7 @@
 //! the test-only Node without its hardening (`Engine::with_node_hardening(false)`), which
 //! the exec gate's JavaScript test does in the VM guests, whose binary has no test hooks.
 
-use super::{ExecGateStep, Plan, RootSteps};
+use super::{CgroupJoin, ExecGateStep, Plan, RootSteps};
 use crate::fault::Layer;
 
 impl Plan {
@@ -18,7 +18,14 @@ impl Plan {
     /// mistake fails the job instead of running it with less.
     pub fn short_of_real_use(&self) -> Vec<&'static str> {
         let mut short = Vec::new();
-        let has = |flag: i32| self.unshare & flag == flag;
+        let has = |flag: i32| (self.unshare | self.pid_one_unshare) & flag == flag;
+        // A cgroup namespace is rooted at its maker's cgroup: on v2 the init stage is
+        // outside the job's (pid 1 is made inside), so one it made would show the job
+        // the runner's cgroup path.
+        let cgroup_ns_inside = match self.cgroup_join {
+            CgroupJoin::Write { .. } => true,
+            CgroupJoin::CloneInto { .. } => self.unshare & libc::CLONE_NEWCGROUP == 0,
+        };
         let net_ns = has(libc::CLONE_NEWNET) || self.join_netns.is_some();
         for (ok, what) in [
             (has(libc::CLONE_NEWNS), "a mount namespace"),
@@ -27,6 +34,10 @@ impl Plan {
             (
                 has(libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP),
                 "ipc, uts and cgroup namespaces",
+            ),
+            (
+                cgroup_ns_inside,
+                "a cgroup namespace made inside the job's cgroup",
             ),
             (self.root_steps == RootSteps::Enter, "the job's own root"),
             (

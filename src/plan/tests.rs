@@ -48,6 +48,13 @@ fn plan(major: u32, all_exist: bool) -> Plan {
 }
 
 fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
+    let join = CgroupJoin::Write {
+        files: vec!["/cg/memory/j1/tasks".into()],
+    };
+    plan_joining(job, major, all_exist, join)
+}
+
+fn plan_joining(job: &ValidJob, major: u32, all_exist: bool, cgroup_join: CgroupJoin) -> Plan {
     let filters = CompiledFilters::default();
     let files = [("tools/t.js".to_string(), b"1".to_vec())];
     build(PlanInputs {
@@ -57,9 +64,7 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
         files: &files,
         preload: b"'use strict'",
         seccomp: &|_| Ok(&filters),
-        cgroup_join: CgroupJoin::Write {
-            files: vec!["/cg/memory/j1/tasks".into()],
-        },
+        cgroup_join,
         uid: 2_100_000_007,
         egress_ports: &[443, 80],
         existing: &|_| all_exist,
@@ -169,6 +174,32 @@ fn a_plan_in_real_use_leaves_nothing_out() {
     let p = try_plan(&egress, 6, None, &[]).expect("a plan");
     assert!(p.join_netns.is_some());
     assert_eq!(p.short_of_real_use(), Vec::<&str>::new());
+}
+
+/// The cgroup namespace is made by the job's first process in its cgroup, so that it is
+/// rooted there: the init stage on v1 (it joins by itself), pid 1 on v2 (made inside
+/// while the init stage stays out). A v2 plan whose init stage made it is short of real
+/// use: the job would see the runner's cgroup path.
+#[test]
+fn the_cgroup_namespace_is_made_by_the_jobs_first_process_in_its_cgroup() {
+    let v1 = plan(24, true);
+    assert_eq!(v1.unshare & libc::CLONE_NEWCGROUP, libc::CLONE_NEWCGROUP);
+    assert_eq!(v1.pid_one_unshare, 0);
+    let join = CgroupJoin::CloneInto {
+        dir: "/cg/unified/jobs/j1".into(),
+    };
+    let mut v2 = plan_joining(&job(134_217_728), 24, true, join);
+    assert_eq!(v2.unshare, v1.unshare & !libc::CLONE_NEWCGROUP);
+    assert_eq!(v2.pid_one_unshare, libc::CLONE_NEWCGROUP);
+    assert_eq!(v2.short_of_real_use(), Vec::<&str>::new());
+    v2.unshare |= libc::CLONE_NEWCGROUP;
+    assert_eq!(
+        v2.short_of_real_use(),
+        ["a cgroup namespace made inside the job's cgroup"]
+    );
+    v2.unshare &= !libc::CLONE_NEWCGROUP;
+    v2.pid_one_unshare = 0;
+    assert_eq!(v2.short_of_real_use(), ["ipc, uts and cgroup namespaces"]);
 }
 
 /// What the init stage of a shipped build checks: every layer left out shows in the plan's
@@ -731,7 +762,6 @@ fn each_fault_is_its_steps_input_corrupted_in_the_plan() {
     }
 }
 
-/// A fault whose step the plan does not have is refused, never silently a test of
 /// On cgroup v2 the cgroup fault corrupts the folder pid 1 is made in: its `cgroup.procs`,
 /// a file, which the init stage's `open(O_DIRECTORY)` refuses.
 #[test]
@@ -749,6 +779,7 @@ fn the_cgroup_fault_on_v2_names_a_file_for_the_folder() {
     );
 }
 
+/// A fault whose step the plan does not have is refused, never silently a test of
 /// nothing.
 #[test]
 #[cfg_attr(

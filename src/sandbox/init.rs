@@ -183,13 +183,10 @@ pub fn main() -> ! {
         },
     };
     // 1. Namespaces as the plan lists them: mount, pid (for children), net (unless joined
-    //    above), ipc, uts, cgroup. The cgroup namespace is rooted where its maker is, so
-    //    the first process in the job's cgroup makes it: this one on v1, pid 1 on v2. The
-    //    flags go to the kernel as they are: it refuses any it does not know.
-    let mut flags = CloneFlags::from_bits_retain(plan.unshare);
-    if cgroup_dir.is_some() {
-        flags.remove(CloneFlags::CLONE_NEWCGROUP);
-    }
+    //    above), ipc, uts, and on v1 cgroup (on v2 pid 1 makes it, in the job's cgroup:
+    //    `pid_one_unshare`). The flags go to the kernel as they are: it refuses any it
+    //    does not know.
+    let flags = CloneFlags::from_bits_retain(plan.unshare);
     if plan.root_steps.mounts() && !flags.contains(CloneFlags::CLONE_NEWNS) {
         fail(
             "unshare namespaces",
@@ -301,18 +298,6 @@ fn fork_into_cgroup(dir: &std::os::fd::OwnedFd) -> nix::Result<ForkResult> {
     }
 }
 
-/// B, cgroup v2: made in the job's cgroup, it checks it is listed there, then makes the
-/// job's cgroup namespace, rooted there (when the plan has one).
-fn enter_cgroup(dir: &Path, unshare_flags: i32) -> Result<(), String> {
-    check_listed(dir)?;
-    let flags = CloneFlags::from_bits_retain(unshare_flags);
-    if flags.contains(CloneFlags::CLONE_NEWCGROUP) {
-        unshare(CloneFlags::CLONE_NEWCGROUP)
-            .map_err(|e| format!("unshare the cgroup namespace: {e}"))?;
-    }
-    Ok(())
-}
-
 fn close_stdio() {
     for fd in 0..3 {
         // SAFETY: closing our own standard descriptors; the sandboxed child keeps its copies.
@@ -326,9 +311,17 @@ fn pid_one(plan: Plan) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
+    // v2: made in the job's cgroup, it checks it is listed there.
     if let CgroupJoin::CloneInto { dir } = &plan.cgroup_join {
-        if let Err(e) = enter_cgroup(dir, plan.unshare) {
+        if let Err(e) = check_listed(dir) {
             fail("join cgroups", e);
+        }
+    }
+    // Then the namespaces the plan leaves to it (v2: the cgroup namespace, rooted at the
+    // job's cgroup because pid 1 is its first process there).
+    if plan.pid_one_unshare != 0 {
+        if let Err(e) = unshare(CloneFlags::from_bits_retain(plan.pid_one_unshare)) {
+            fail("unshare pid 1's namespaces", e);
         }
     }
     // The host's root, to tell it from the job's at the hand-over (pid 1 writes as root).
