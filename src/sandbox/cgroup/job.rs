@@ -27,16 +27,15 @@ impl JobCgroup {
     /// How the init stage puts the job into this cgroup ([`CgroupJoin`]): on v1 it writes
     /// `0` to each hierarchy's `tasks`, which for the calling thread skips the global
     /// threadgroup lock (and its RCU grace period, about 10 ms per job); on v2, whose one
-    /// hierarchy is one directory, pid 1 is made inside it.
+    /// hierarchy is one directory, pid 1 is made inside it (an empty path, which the init
+    /// stage refuses, should there be none).
     pub fn join(&self) -> CgroupJoin {
-        match (self.host.version(), self.dirs.as_slice()) {
-            (CgroupVersion::V2, [dir]) => CgroupJoin::CloneInto { dir: dir.clone() },
-            // v2 has one hierarchy; should a job have more, writing still joins each.
-            (CgroupVersion::V2, dirs) => CgroupJoin::Write {
-                files: dirs.iter().map(|d| d.join("cgroup.procs")).collect(),
+        match self.host.version() {
+            CgroupVersion::V2 => CgroupJoin::CloneInto {
+                dir: self.dirs.first().cloned().unwrap_or_default(),
             },
-            (CgroupVersion::V1, dirs) => CgroupJoin::Write {
-                files: dirs.iter().map(|d| d.join("tasks")).collect(),
+            CgroupVersion::V1 => CgroupJoin::Write {
+                files: self.dirs.iter().map(|d| d.join("tasks")).collect(),
             },
         }
     }

@@ -779,6 +779,13 @@ fn v1_co_mounted_cpu_cpuacct_is_one_hierarchy() {
     assert!(fake
         .cg("cpu,cpuacct/a/openvibe-skill-runner/j/cpuacct.usage")
         .exists());
+    // v1: the init stage joins by writing each hierarchy's `tasks`.
+    assert_eq!(
+        job.join(),
+        crate::plan::CgroupJoin::Write {
+            files: job.paths().iter().map(|d| d.join("tasks")).collect()
+        }
+    );
 }
 
 #[test]
@@ -828,6 +835,13 @@ fn pure_v2_root_without_controllers_for_children_gets_them_without_systemd() {
     let job = host.create_job("j", &limits(16 * MIB, 4)).expect("job");
     assert_eq!(job.paths(), [fake.cg("openvibe-skill-runner/jobs/j")]);
     assert_eq!(read(&job.paths()[0].join("pids.max")), "4");
+    // v2: pid 1 is made in the job's one folder.
+    assert_eq!(
+        job.join(),
+        crate::plan::CgroupJoin::CloneInto {
+            dir: fake.cg("openvibe-skill-runner/jobs/j")
+        }
+    );
 }
 
 #[test]
