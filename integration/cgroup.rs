@@ -10,18 +10,7 @@ use openvibe_skill_runner::plan::{
     CgroupJoin, ExecGateStep, LandlockPlan, Plan, PlanFile, Privileges, RootSteps, Start,
 };
 use serde_json::Value;
-use std::path::{Path, PathBuf};
-
-/// The mount point of the host's cgroup2 hierarchy, from this process's mountinfo.
-fn cgroup2_mount() -> Option<PathBuf> {
-    let info = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    info.lines().find_map(|line| {
-        let (left, right) = line.split_once(" - ")?;
-        (right.split_whitespace().next() == Some("cgroup2"))
-            .then(|| left.split_whitespace().nth(4).map(PathBuf::from))
-            .flatten()
-    })
-}
+use std::path::Path;
 
 /// A plan of real use in form (every layer present, so the shipped init reads it) that
 /// joins by `join` and whose root, `root`, does not exist.
@@ -78,9 +67,10 @@ fn plan(join: CgroupJoin, root: &Path) -> Plan {
     }
 }
 
-/// Runs the shipped init stage on `plan`; its first report (a setup failure, followed by
-/// pid 1's report of its child's exit when it came after the fork).
-fn run(plan: &Plan) -> Value {
+/// Runs the shipped init stage on `plan`, which must end with `code`; its first report (a
+/// setup failure, followed by pid 1's report of its child's exit when it came after the
+/// fork).
+fn run(plan: &Plan, code: i32) -> Value {
     let bytes = openvibe_skill_runner::sandbox::init::encode_plan(plan).expect("encode");
     let (status, reports, _) = init_of_build(
         INIT,
@@ -89,7 +79,7 @@ fn run(plan: &Plan) -> Value {
     );
     // A and pid 1 end with 0 once the job's processes have; only a stage that fails
     // before the fork ends with 127.
-    assert!(status.code().is_some(), "{status:?}: {reports}");
+    assert_eq!(status.code(), Some(code), "{status:?}: {reports}");
     let first = reports.lines().next().unwrap_or_default();
     serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {reports}"))
 }
@@ -111,7 +101,10 @@ fn cpu_usage(dir: &Path) -> u64 {
 #[test]
 fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
     require_host();
-    let Some(mount) = cgroup2_mount() else {
+    let Some(mount) = cgroup_mounts()
+        .into_iter()
+        .find_map(|m| m.v2.then_some(m.mountpoint))
+    else {
         panic!("no cgroup2 hierarchy is mounted; every host the runner supports has one");
     };
     let cgroup = mount.join(format!("ovsr-itest-v2-{}", std::process::id()));
@@ -122,12 +115,15 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
         // Made inside: pid 1 found itself listed there and made the cgroup namespace (it
         // would have reported `join cgroups` otherwise); its child reached the root's
         // tmpfs, which has no mount point here.
-        let r = run(&plan(
-            CgroupJoin::CloneInto {
-                dir: cgroup.clone(),
-            },
-            &root,
-        ));
+        let r = run(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: cgroup.clone(),
+                },
+                &root,
+            ),
+            0,
+        );
         assert_eq!(r["kind"], "setup_failed", "{r}");
         assert_eq!(r["step"], "mount root tmpfs", "{r}");
         assert!(
@@ -141,12 +137,15 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
         );
         // Into a folder that is no cgroup, the kernel refuses the clone itself: it is
         // clone3's CLONE_INTO_CGROUP, not a fork and a move.
-        let r = run(&plan(
-            CgroupJoin::CloneInto {
-                dir: scratch.path().to_path_buf(),
-            },
-            &root,
-        ));
+        let r = run(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: scratch.path().to_path_buf(),
+                },
+                &root,
+            ),
+            127,
+        );
         assert_eq!(r["step"], "fork pid 1", "{r}");
         let error = r["error"].as_str().unwrap_or_default();
         assert!(
@@ -154,12 +153,15 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
             "{error}"
         );
         // A file for the folder (what the cgroup fault plans): refused before any fork.
-        let r = run(&plan(
-            CgroupJoin::CloneInto {
-                dir: cgroup.join("cgroup.procs"),
-            },
-            &root,
-        ));
+        let r = run(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: cgroup.join("cgroup.procs"),
+                },
+                &root,
+            ),
+            127,
+        );
         assert_eq!(r["step"], "join cgroups", "{r}");
         assert!(
             r["error"].as_str().unwrap_or_default().contains("ENOTDIR"),

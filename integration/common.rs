@@ -370,24 +370,55 @@ pub fn sandbox_processes(prefix: &str) -> Vec<SandboxProcess> {
         .collect()
 }
 
+/// A cgroup hierarchy mounted in this process's mount namespace.
+pub struct CgroupMount {
+    pub mountpoint: PathBuf,
+    /// `cgroup2` (the unified hierarchy) rather than a v1 `cgroup`.
+    pub v2: bool,
+    /// The superblock's options: a v1 hierarchy's controllers (`rw,memory`).
+    pub options: String,
+}
+
+impl CgroupMount {
+    /// A v1 hierarchy with `controller`.
+    pub fn v1_with(&self, controller: &str) -> bool {
+        !self.v2 && self.options.split(',').any(|o| o == controller)
+    }
+}
+
+/// The cgroup hierarchies this process sees, from its mountinfo (fields as in proc(5):
+/// the mount point is the fifth; after the `-`, the filesystem type, the source and the
+/// superblock's options).
+pub fn cgroup_mounts() -> Vec<CgroupMount> {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+    mountinfo
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut right = right.split_whitespace();
+            let v2 = match right.next()? {
+                "cgroup2" => true,
+                "cgroup" => false,
+                _ => return None,
+            };
+            let options = right.nth(1).unwrap_or_default().to_string();
+            let mountpoint = PathBuf::from(left.split_whitespace().nth(4)?);
+            Some(CgroupMount {
+                mountpoint,
+                v2,
+                options,
+            })
+        })
+        .collect()
+}
+
 /// Job cgroups of jobs whose id starts with `prefix` still on the host, in any cgroup
 /// hierarchy. Read-only: it walks the cgroup mounts rather than detecting the runner's
 /// placement, which may move the calling process.
 pub fn leftover_cgroups(prefix: &str) -> Vec<PathBuf> {
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
     let mut found = Vec::new();
-    for line in mountinfo.lines() {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let Some(sep) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        let fstype = fields.get(sep + 1).copied().unwrap_or("");
-        if fstype != "cgroup" && fstype != "cgroup2" {
-            continue;
-        }
-        if let Some(mountpoint) = fields.get(4) {
-            walk_for_jobs(Path::new(mountpoint), prefix, 0, &mut found);
-        }
+    for mount in cgroup_mounts() {
+        walk_for_jobs(&mount.mountpoint, prefix, 0, &mut found);
     }
     found.sort();
     found.dedup();
