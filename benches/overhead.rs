@@ -161,6 +161,22 @@ fn stats(mut v: Vec<Duration>) -> Stats {
     }
 }
 
+/// The CPU (user and system) of this process's waited-for children and their waited-for
+/// descendants so far: a bare or flagged Node, or a `run-job` with its init stage, pid 1
+/// and Node.
+fn children_cpu() -> Duration {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN).expect("getrusage");
+    let tv =
+        |t: nix::sys::time::TimeVal| Duration::new(t.tv_sec() as u64, t.tv_usec() as u32 * 1000);
+    tv(usage.user_time()) + tv(usage.system_time())
+}
+
+/// CPU per run: `spent` over `runs`, in milliseconds.
+fn per_run(spent: Duration, runs: usize) -> f64 {
+    spent.as_secs_f64() * 1000.0 / runs as f64
+}
+
 /// `a / b`, median and p95, on one line.
 fn ratio(label: &str, a: Stats, b: Stats) {
     println!(
@@ -294,6 +310,26 @@ impl Daemon {
             |info| info.and_then(|i| i["ready"].as_bool()) == Some(true),
         );
         d
+    }
+
+    /// The CPU (user and system, in clock ticks) of the daemon so far: its own threads
+    /// and its reaped descendants, the sandboxes it has removed (each one's warm-up, when
+    /// it was a warm sandbox, included), from `/proc/<pid>/stat` (fields 14 to 17).
+    fn cpu(&self) -> Duration {
+        let pid = self.child.as_ref().expect("the daemon runs").id();
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).expect("its stat");
+        // The command's name, field 2, may hold spaces: the fields after it follow its `)`.
+        let after = stat.rsplit_once(')').expect("stat's (comm)").1;
+        let ticks: u64 = after
+            .split_whitespace()
+            .skip(11) // fields 3 to 13
+            .take(4)
+            .map(|f| f.parse::<u64>().expect("a tick count"))
+            .sum();
+        // SAFETY: sysconf reads a constant of the system; no memory is involved.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+        assert!(hz > 0, "sysconf(_SC_CLK_TCK) failed");
+        Duration::from_secs_f64(ticks as f64 / hz as f64)
     }
 
     fn stderr(&self) -> String {
@@ -509,16 +545,31 @@ fn main() {
     let flags = runner_flags(&dir, &preload);
     let (mut bare, mut flagged, mut boxed) = (Vec::new(), Vec::new(), Vec::new());
     let (mut base_boxed, mut pooled, mut unpooled) = (Vec::new(), Vec::new(), Vec::new());
+    // CPU: each direct child's around its own run (they run one at a time); each daemon's
+    // over the whole loop, its pool's refills happening while the others run.
+    let mut cpu = [Duration::ZERO; 4]; // bare, flagged, run-job, base bin's run-job
+    let timed = |slot: &mut Duration, f: &mut dyn FnMut() -> Duration| {
+        let before = children_cpu();
+        let d = f();
+        *slot += children_cpu() - before;
+        d
+    };
+    let (pool_cpu, cold_cpu) = (pool.cpu(), cold.cpu());
     for _ in 0..n {
-        bare.push(run_bare(&node, &dir));
-        flagged.push(run_node(&node, &dir, &flags));
-        boxed.push(run_sandboxed(&bin, &state, &job_path));
+        bare.push(timed(&mut cpu[0], &mut || run_bare(&node, &dir)));
+        flagged.push(timed(&mut cpu[1], &mut || run_node(&node, &dir, &flags)));
+        boxed.push(timed(&mut cpu[2], &mut || {
+            run_sandboxed(&bin, &state, &job_path)
+        }));
         if let Some(base) = &base {
-            base_boxed.push(run_sandboxed(base, &base_state, &job_path));
+            base_boxed.push(timed(&mut cpu[3], &mut || {
+                run_sandboxed(base, &base_state, &job_path)
+            }));
         }
         pooled.push(run_daemon(&pool.socket, &job));
         unpooled.push(run_daemon(&cold.socket, &job));
     }
+    let (pool_cpu, cold_cpu) = (pool.cpu() - pool_cpu, cold.cpu() - cold_cpu);
     let seq_counts = pool.warm_counts();
     let b = stats(bare);
     let f = stats(flagged);
@@ -549,6 +600,20 @@ fn main() {
         line("run-job of the base bin", o);
         ratio("run-job / base bin's", s, o);
         ratio("base bin's / bare node", o, b);
+    }
+    let flagged_cpu = per_run(cpu[1], n);
+    println!(
+        "CPU a job, user and system, over the {n} sequential runs (ms; ratio to the flagged node):"
+    );
+    let cpu_line =
+        |label: &str, ms: f64| println!("  {label:<26}{ms:7.2} ms   {:7.3}", ms / flagged_cpu);
+    cpu_line("bare node", per_run(cpu[0], n));
+    cpu_line("node + the runner's flags", flagged_cpu);
+    cpu_line("run-job (sandboxed)", per_run(cpu[2], n));
+    cpu_line("daemon, pool (warm-ups in)", per_run(pool_cpu, n));
+    cpu_line("daemon, no pool", per_run(cold_cpu, n));
+    if base.is_some() {
+        cpu_line("run-job of the base bin", per_run(cpu[3], n));
     }
     println!("spread, {n} runs each (ms):");
     let spread = |label: &str, x: Stats| {
