@@ -370,46 +370,11 @@ pub fn sandbox_processes(prefix: &str) -> Vec<SandboxProcess> {
         .collect()
 }
 
-/// A cgroup hierarchy mounted in this process's mount namespace.
-pub struct CgroupMount {
-    pub mountpoint: PathBuf,
-    /// `cgroup2` (the unified hierarchy) rather than a v1 `cgroup`.
-    pub v2: bool,
-    /// The superblock's options: a v1 hierarchy's controllers (`rw,memory`).
-    pub options: String,
-}
-
-impl CgroupMount {
-    /// A v1 hierarchy with `controller`.
-    pub fn v1_with(&self, controller: &str) -> bool {
-        !self.v2 && self.options.split(',').any(|o| o == controller)
-    }
-}
-
-/// The cgroup hierarchies this process sees, from its mountinfo (fields as in proc(5):
-/// the mount point is the fifth; after the `-`, the filesystem type, the source and the
-/// superblock's options).
-pub fn cgroup_mounts() -> Vec<CgroupMount> {
+/// The cgroup hierarchies this process sees, read from its mountinfo by the runner's own
+/// parser.
+pub fn cgroup_mounts() -> Vec<openvibe_skill_runner::sandbox::cgroup::CgroupMount> {
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
-    mountinfo
-        .lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let mut right = right.split_whitespace();
-            let v2 = match right.next()? {
-                "cgroup2" => true,
-                "cgroup" => false,
-                _ => return None,
-            };
-            let options = right.nth(1).unwrap_or_default().to_string();
-            let mountpoint = PathBuf::from(left.split_whitespace().nth(4)?);
-            Some(CgroupMount {
-                mountpoint,
-                v2,
-                options,
-            })
-        })
-        .collect()
+    openvibe_skill_runner::sandbox::cgroup::parse_mountinfo(&mountinfo)
 }
 
 /// Job cgroups of jobs whose id starts with `prefix` still on the host, in any cgroup

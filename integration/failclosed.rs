@@ -36,14 +36,12 @@ fn job_with_net(id: &str, net: &str) -> Value {
     })
 }
 
-/// The kernel's refusal of the cgroup fault's input: on v1 (the runner's choice where a v1
-/// hierarchy has memory or pids) a write to a cgroup's folder, on v2 the folder's
-/// `cgroup.procs` opened as the folder pid 1 is made in.
+/// The kernel's refusal of the cgroup fault's input: on v1 (as the runner chooses it,
+/// `version_for`) a write to a cgroup's folder, on v2 the folder's `cgroup.procs` opened
+/// as the folder pid 1 is made in.
 fn cgroup_fault_refusal() -> &'static str {
-    let v1 = cgroup_mounts()
-        .iter()
-        .any(|m| m.v1_with("memory") || m.v1_with("pids"));
-    if v1 {
+    use openvibe_skill_runner::sandbox::cgroup::{version_for, CgroupVersion};
+    if version_for(&cgroup_mounts()) == Some(CgroupVersion::V1) {
         "Is a directory"
     } else {
         "Not a directory"

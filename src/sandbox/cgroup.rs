@@ -66,6 +66,8 @@ mod systemd;
 mod v1;
 mod v2;
 
+pub use common::{parse_mountinfo, CgroupMount};
+pub use detect::version_for;
 use error::io_error;
 pub use error::CgroupError;
 pub use job::JobCgroup;

@@ -22,7 +22,7 @@ pub(crate) struct HostView<'a> {
 
 /// One cgroup or cgroup2 mount from mountinfo.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct CgroupMount {
+pub struct CgroupMount {
     pub v2: bool,
     /// The cgroup path of the mount's root (`/` unless a subtree is bind-mounted).
     pub root: String,
@@ -74,7 +74,8 @@ fn is_clean_absolute(path: &str) -> bool {
 }
 
 /// The cgroup and cgroup2 mounts of a mountinfo text; other lines are skipped.
-pub(crate) fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
+/// The cgroup hierarchies a mountinfo text lists, in its order.
+pub fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
     text.lines().filter_map(parse_mountinfo_line).collect()
 }
 

@@ -1656,3 +1656,21 @@ fn errors_name_the_file_and_what_to_do() {
     );
     assert!(err.to_string().contains("holds processes"), "{err}");
 }
+
+/// The version choice tests and detection share: v1 only where a v1 hierarchy can hold a
+/// job's limits, v2 where a cgroup2 filesystem is mounted, nothing otherwise.
+#[test]
+fn version_for_follows_where_the_limits_live() {
+    use super::{parse_mountinfo, version_for};
+    let v2 = "30 25 0:26 / /sys/fs/cgroup rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n";
+    let v1_memory = "31 25 0:27 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n";
+    let v1_pids = "32 25 0:28 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids\n";
+    let v1_freezer = "33 25 0:29 / /sys/fs/cgroup/freezer rw - cgroup cgroup rw,freezer\n";
+    let of = |text: &str| version_for(&parse_mountinfo(text));
+    assert_eq!(of(v2), Some(CgroupVersion::V2));
+    assert_eq!(of(&format!("{v2}{v1_memory}")), Some(CgroupVersion::V1));
+    assert_eq!(of(&format!("{v1_pids}{v2}")), Some(CgroupVersion::V1));
+    assert_eq!(of(&format!("{v1_freezer}{v2}")), Some(CgroupVersion::V2));
+    assert_eq!(of(v1_freezer), None);
+    assert_eq!(of("22 1 0:21 / /proc rw - proc proc rw\n"), None);
+}
