@@ -315,7 +315,7 @@ impl Daemon {
         d
     }
 
-    /// The CPU (user and system, in clock ticks) of the daemon so far: its own threads
+    /// The CPU (user and system, counted by the kernel in clock ticks) of the daemon so far: its own threads
     /// and its reaped descendants, the sandboxes it has removed (each one's warm-up, when
     /// it was a warm sandbox, included), from `/proc/<pid>/stat` (fields 14 to 17).
     fn cpu(&self) -> Duration {
@@ -329,9 +329,11 @@ impl Daemon {
             .take(4)
             .map(|f| f.parse::<u64>().expect("a tick count"))
             .sum();
-        // SAFETY: sysconf reads a constant of the system; no memory is involved.
-        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-        assert!(hz > 0, "sysconf(_SC_CLK_TCK) failed");
+        let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+            .ok()
+            .flatten()
+            .filter(|&hz| hz > 0)
+            .expect("sysconf(_SC_CLK_TCK)");
         Duration::from_secs_f64(ticks as f64 / hz as f64)
     }
 
