@@ -71,11 +71,17 @@ fn plan(join: CgroupJoin, root: &Path) -> Plan {
 /// setup failure, followed by pid 1's report of its child's exit when it came after the
 /// fork).
 fn run(plan: &Plan, code: i32) -> Value {
+    run_under(plan, code, None)
+}
+
+/// [`run`], the init stage started under the seccomp program `filter`.
+fn run_under(plan: &Plan, code: i32, filter: Option<&seccompiler::BpfProgram>) -> Value {
     let bytes = openvibe_skill_runner::sandbox::init::encode_plan(plan).expect("encode");
-    let (status, reports, _) = init_of_build(
+    let (status, reports, _) = init_of_build_under(
         INIT,
         openvibe_skill_runner::sandbox::init_exe::BUILD_ID,
         &bytes,
+        filter,
     );
     // A and pid 1 end with 0 once the job's processes have; only a stage that fails
     // before the fork ends with 127.
@@ -98,8 +104,10 @@ fn cpu_usage(dir: &Path) -> u64 {
         .expect("usage_usec")
 }
 
-#[test]
-fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
+/// Runs `test` with a v2 cgroup of its own (named for `name`), a scratch folder and a
+/// root in it that does not exist; removes the cgroup whatever happened, then checks the
+/// init made no root.
+fn with_test_cgroup(name: &str, test: impl FnOnce(&Path, &Path, &Path)) {
     require_host();
     let Some(mount) = cgroup_mounts()
         .into_iter()
@@ -107,42 +115,63 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
     else {
         panic!("no cgroup2 hierarchy is mounted; every host the runner supports has one");
     };
-    let cgroup = mount.join(format!("ovsr-itest-v2-{}", std::process::id()));
+    let cgroup = mount.join(format!("ovsr-itest-{name}-{}", std::process::id()));
     std::fs::create_dir(&cgroup).expect("make the test's own cgroup");
     let scratch = tempfile::tempdir().expect("scratch");
     let root = scratch.path().join("no-such-root");
-    let outcome = std::panic::catch_unwind(|| {
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        test(&cgroup, scratch.path(), &root)
+    }));
+    // The test's cgroup goes whatever happened; its processes have all ended (the init
+    // stage waits for pid 1, and pid 1 for its child).
+    let removed = std::fs::remove_dir(&cgroup);
+    if let Err(panic) = outcome {
+        std::panic::resume_unwind(panic);
+    }
+    removed.expect("remove the test's cgroup");
+    assert!(!root.exists(), "the init made the missing root");
+}
+
+/// Pid 1 came into `cgroup` and its child reached the root's first mount; every process
+/// of it ended.
+fn assert_ran_inside(r: &Value, cgroup: &Path) {
+    assert_eq!(r["kind"], "setup_failed", "{r}");
+    assert_eq!(r["step"], "mount root tmpfs", "{r}");
+    assert!(
+        cpu_usage(cgroup) > 0,
+        "nothing ran in the job's cgroup: {r}"
+    );
+    assert_eq!(
+        read(&cgroup.join("cgroup.procs")),
+        "",
+        "the job's processes ended"
+    );
+}
+
+#[test]
+fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
+    with_test_cgroup("v2", |cgroup, scratch, root| {
         // Made inside: pid 1 found itself listed there and made the cgroup namespace (it
         // would have reported `join cgroups` otherwise); its child reached the root's
         // tmpfs, which has no mount point here.
         let r = run(
             &plan(
                 CgroupJoin::CloneInto {
-                    dir: cgroup.clone(),
+                    dir: cgroup.to_path_buf(),
                 },
-                &root,
+                root,
             ),
             0,
         );
-        assert_eq!(r["kind"], "setup_failed", "{r}");
-        assert_eq!(r["step"], "mount root tmpfs", "{r}");
-        assert!(
-            cpu_usage(&cgroup) > 0,
-            "nothing ran in the job's cgroup: {r}"
-        );
-        assert_eq!(
-            read(&cgroup.join("cgroup.procs")),
-            "",
-            "the job's processes ended"
-        );
+        assert_ran_inside(&r, cgroup);
         // Into a folder that is no cgroup, the kernel refuses the clone itself: it is
         // clone3's CLONE_INTO_CGROUP, not a fork and a move.
         let r = run(
             &plan(
                 CgroupJoin::CloneInto {
-                    dir: scratch.path().to_path_buf(),
+                    dir: scratch.to_path_buf(),
                 },
-                &root,
+                root,
             ),
             127,
         );
@@ -158,7 +187,7 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
                 CgroupJoin::CloneInto {
                     dir: cgroup.join("cgroup.procs"),
                 },
-                &root,
+                root,
             ),
             127,
         );
@@ -168,12 +197,89 @@ fn on_cgroup_v2_pid_1_is_made_inside_the_jobs_cgroup() {
             "{r}"
         );
     });
-    // The test's cgroup goes whatever happened; its processes have all ended (the init
-    // stage waits for pid 1, and pid 1 for its child).
-    let removed = std::fs::remove_dir(&cgroup);
-    if let Err(panic) = outcome {
-        std::panic::resume_unwind(panic);
-    }
-    removed.expect("remove the test's cgroup");
-    assert!(!root.exists(), "the init made the missing root");
+}
+
+/// A seccomp program that answers `clone3` with `errno` and allows everything else: what
+/// a container's profile does (Docker's answers ENOSYS, so that glibc falls back to clone).
+fn clone3_answered(errno: i32) -> seccompiler::BpfProgram {
+    let filter = seccompiler::SeccompFilter::new(
+        [(libc::SYS_clone3, vec![])].into_iter().collect(),
+        seccompiler::SeccompAction::Allow,
+        seccompiler::SeccompAction::Errno(errno as u32),
+        seccompiler::TargetArch::x86_64,
+    )
+    .expect("the clone3 filter");
+    filter.try_into().expect("compile the clone3 filter")
+}
+
+#[test]
+fn on_cgroup_v2_pid_1_moves_itself_in_where_clone3_is_refused() {
+    with_test_cgroup("v2-refused", |cgroup, scratch, root| {
+        // Refused as a call (ENOSYS, as Docker's profile answers): pid 1 is forked and
+        // writes itself into the cgroup's cgroup.procs, checks it is listed there, and
+        // goes on as if made inside.
+        let enosys = clone3_answered(libc::ENOSYS);
+        let r = run_under(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: cgroup.to_path_buf(),
+                },
+                root,
+            ),
+            0,
+            Some(&enosys),
+        );
+        assert_ran_inside(&r, cgroup);
+        // The same with EPERM (older profiles).
+        let r = run_under(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: cgroup.to_path_buf(),
+                },
+                root,
+            ),
+            0,
+            Some(&clone3_answered(libc::EPERM)),
+        );
+        assert_ran_inside(&r, cgroup);
+        // Into a folder that is no cgroup: the move finds no cgroup.procs, makes none, and
+        // pid 1 stops before forking anything; the message names both refusals.
+        let r = run_under(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: scratch.to_path_buf(),
+                },
+                root,
+            ),
+            0,
+            Some(&enosys),
+        );
+        assert_eq!(r["step"], "join cgroups", "{r}");
+        let error = r["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("ENOSYS") && error.contains("cgroup.procs") && error.contains("ENOENT"),
+            "{error}"
+        );
+        assert!(
+            !scratch.join("cgroup.procs").exists(),
+            "the move made a file in a folder that is no cgroup"
+        );
+        // Any other answer is no refusal of the call: no fallback, the fork fails.
+        let r = run_under(
+            &plan(
+                CgroupJoin::CloneInto {
+                    dir: cgroup.to_path_buf(),
+                },
+                root,
+            ),
+            127,
+            Some(&clone3_answered(libc::EINVAL)),
+        );
+        assert_eq!(r["step"], "fork pid 1", "{r}");
+        assert!(
+            r["error"].as_str().unwrap_or_default().contains("EINVAL"),
+            "{r}"
+        );
+        assert_eq!(read(&cgroup.join("cgroup.procs")), "", "nothing left in it");
+    });
 }

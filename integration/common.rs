@@ -478,6 +478,17 @@ pub fn init_of_build(
     build: &str,
     plan: &[u8],
 ) -> (std::process::ExitStatus, String, Vec<u8>) {
+    init_of_build_under(exe, build, plan, None)
+}
+
+/// [`init_of_build`] under a seccomp program of the test's, loaded (with no_new_privs)
+/// just before the exec: the init stage as a container's seccomp profile would start it.
+pub fn init_of_build_under(
+    exe: &str,
+    build: &str,
+    plan: &[u8],
+    filter: Option<&seccompiler::BpfProgram>,
+) -> (std::process::ExitStatus, String, Vec<u8>) {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -498,7 +509,16 @@ pub fn init_of_build(
         .stdin(std::process::Stdio::from(plan_r))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: fcntl and dup2 only, async-signal-safe, between fork and exec.
+    // The program's place and length, taken before the fork (the closure must be Send
+    // and Sync, which a pointer is not): the child only hands the kernel its address.
+    let program = filter.map(|prog| {
+        (
+            prog.as_ptr() as usize,
+            u16::try_from(prog.len()).expect("a short program"),
+        )
+    });
+    // SAFETY: fcntl, dup2, prctl and seccomp only, async-signal-safe, between fork and
+    // exec; the program `fprog` points into outlives the spawn.
     unsafe {
         cmd.pre_exec(move || {
             // The socket first out of the way of fd 3 (and of itself: dup2 onto the same
@@ -509,6 +529,22 @@ pub fn init_of_build(
                 || libc::dup2(gate, openvibe_skill_runner::sandbox::exec_gate::GATE_FD) < 0
             {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some((at, len)) = program {
+                let fprog = libc::sock_fprog {
+                    len,
+                    filter: at as *mut libc::sock_filter,
+                };
+                if libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0
+                    || libc::syscall(
+                        libc::SYS_seccomp,
+                        libc::SECCOMP_SET_MODE_FILTER,
+                        0,
+                        &fprog as *const libc::sock_fprog,
+                    ) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
             }
             Ok(())
         });

@@ -202,7 +202,9 @@ pub enum CgroupJoin {
     /// `CLONE_INTO_CGROUP`, Linux 5.7), and unshares the cgroup namespace there. Moving a
     /// process (a write to `cgroup.procs`) takes the global threadgroup lock and waits an
     /// RCU grace period, 7 to 13 ms a job; a process made in the cgroup waits for nothing.
-    /// The init stage before it stays in the runner's cgroup and only waits.
+    /// The init stage before it stays in the runner's cgroup and only waits. Where clone3
+    /// is refused as a call (ENOSYS or EPERM: a container's seccomp profile), pid 1 is
+    /// forked and moves itself in through `cgroup.procs` first, paying that wait.
     CloneInto { dir: PathBuf },
 }
 

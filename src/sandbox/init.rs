@@ -4,7 +4,8 @@
 //!
 //! Three processes, one order:
 //! - A (this process): reads the plan, joins the job's cgroups (v1; on v2 it makes B
-//!   inside them), unshares the namespaces, forks B and waits for it.
+//!   inside them; where a seccomp profile refuses clone3, B moves itself in), unshares
+//!   the namespaces, forks B and waits for it.
 //! - B, pid 1 of the job's pid namespace (on v2 it makes the cgroup namespace): forks C,
 //!   reaps, and reports C's end on fd 3.
 //! - C, pid 2: builds the root, drops every privilege, restricts itself and execs Node.
@@ -196,31 +197,71 @@ pub fn main() -> ! {
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
     }
-    let forked = match &cgroup_dir {
+    let (forked, move_in) = match cgroup_dir {
         // SAFETY: this process is single-threaded (a fresh exec that started no thread).
-        None => unsafe { fork() },
-        Some(dir) => fork_into_cgroup(dir),
+        None => (unsafe { fork() }, None),
+        Some(dir) => match fork_into_cgroup(&dir) {
+            // Refused as a call, not for this cgroup (a container's seccomp profile answers
+            // clone3 with ENOSYS, as Docker's does, or EPERM): pid 1 is forked as on v1
+            // and moves itself in before anything else, paying the RCU wait.
+            Err(refused @ (nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM)) => {
+                // SAFETY: as above, single-threaded.
+                (unsafe { fork() }, Some(MoveIn { dir, refused }))
+            }
+            forked => (forked, None),
+        },
     };
-    drop(cgroup_dir);
     match forked {
         Err(e) => fail(
             "fork pid 1",
             match plan.cgroup_join {
-                CgroupJoin::CloneInto { .. } => format!(
-                    "clone3 into the job's cgroup: {e}; the runner needs clone3 with \
-                     CLONE_INTO_CGROUP (Linux 5.7 or later), which a seccomp profile around \
-                     the runner (a container's) must allow"
+                CgroupJoin::CloneInto { ref dir } => format!(
+                    "clone3 into the job's cgroup {}: {e}; the kernel refused this cgroup \
+                     (`openvibe-skill-runner doctor` checks the runner's cgroup layout)",
+                    dir.display()
                 ),
                 CgroupJoin::Write { .. } => e.to_string(),
             },
         ),
         Ok(ForkResult::Parent { child }) => {
+            drop(move_in);
             close_stdio();
             exec_gate::close_inherited();
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
             std::process::exit(0);
         }
-        Ok(ForkResult::Child) => pid_one(plan),
+        Ok(ForkResult::Child) => pid_one(plan, move_in),
+    }
+}
+
+/// v2, where clone3 was refused as a call: pid 1, forked outside the job's cgroup, moves
+/// itself in through the folder A opened.
+struct MoveIn {
+    dir: std::os::fd::OwnedFd,
+    /// clone3's answer, for the message if the move fails too.
+    refused: nix::errno::Errno,
+}
+
+impl MoveIn {
+    /// Writes `0` (the calling process) to the cgroup's `cgroup.procs`, which must exist:
+    /// a folder that is no cgroup gets no file made in it.
+    fn apply(self) -> Result<(), String> {
+        use nix::fcntl::{openat, OFlag};
+        let procs = openat(
+            &self.dir,
+            "cgroup.procs",
+            OFlag::O_WRONLY | OFlag::O_CLOEXEC,
+            nix::sys::stat::Mode::empty(),
+        )
+        .and_then(|fd| nix::unistd::write(&fd, b"0"));
+        procs.map(drop).map_err(|e| {
+            format!(
+                "clone3 into the job's cgroup was refused ({}: a seccomp profile around the \
+                 runner, a container's, refuses clone3), and moving pid 1 in through \
+                 cgroup.procs failed: {e}",
+                self.refused
+            )
+        })
     }
 }
 
@@ -307,11 +348,17 @@ fn close_stdio() {
 
 /// B: pid 1 of the job. Forks Node's process and reports its end; in a warm sandbox,
 /// first lays the job's files into the root at the hand-over.
-fn pid_one(plan: Plan) -> ! {
+fn pid_one(plan: Plan, move_in: Option<MoveIn>) -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
-    // v2: made in the job's cgroup, it checks it is listed there.
+    // v2 where clone3 was refused: into the job's cgroup first, before anything else.
+    if let Some(move_in) = move_in {
+        if let Err(e) = move_in.apply() {
+            fail("join cgroups", e);
+        }
+    }
+    // v2: made in (or moved into) the job's cgroup, it checks it is listed there.
     if let CgroupJoin::CloneInto { dir } = &plan.cgroup_join {
         if let Err(e) = check_listed(dir) {
             fail("join cgroups", e);
