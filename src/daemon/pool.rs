@@ -218,8 +218,9 @@ struct Counters {
     discarded: AtomicU64,
     /// Sandboxes out of the pool and not yet torn down. Counted under the state's lock
     /// where they leave `ready` (or a late warm-up leaves `starting`), so that no view of
-    /// the pool shows a sandbox in none of the three.
-    stopping: AtomicUsize,
+    /// the pool shows a sandbox in none of the three; shared with the tasks that tear
+    /// down the dead ones a job found.
+    stopping: Arc<AtomicUsize>,
 }
 
 struct State<S> {
@@ -252,7 +253,7 @@ pub struct PoolInfo {
     pub enabled: bool,
     pub ready: usize,
     pub starting: usize,
-    /// Out of the pool, being torn down (a drain, a stale or a late one).
+    /// Out of the pool, being torn down (a drain, a stale, a late or a dead one).
     pub stopping: usize,
     pub max_age_ms: u64,
     pub shapes: Vec<ShapeInfo>,
@@ -394,19 +395,20 @@ impl<W: Warmer> Pool<W> {
                     break;
                 }
             }
-            (found, dead)
+            (found, self.leaving(dead))
         };
         if !dead.is_empty() {
-            tracing::warn!(
-                dead = dead.len(),
-                "warm sandboxes ended while waiting; discarded"
-            );
+            let n = dead.len();
+            tracing::warn!(dead = n, "warm sandboxes ended while waiting; discarded");
             self.counters
                 .discarded
-                .fetch_add(dead.len() as u64, Ordering::Relaxed);
-            for d in dead {
-                tokio::spawn(d.discard());
-            }
+                .fetch_add(n as u64, Ordering::Relaxed);
+            // Torn down beside the job, which does not wait for them.
+            let stopping = self.counters.stopping.clone();
+            tokio::spawn(async move {
+                futures_join(dead.into_iter().map(Held::discard)).await;
+                stopping.fetch_sub(n, Ordering::SeqCst);
+            });
         }
         let counter = match found {
             Some(_) => &self.counters.hits,

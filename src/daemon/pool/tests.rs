@@ -26,6 +26,8 @@ struct Fake {
     born: Instant,
     alive: Arc<AtomicBool>,
     live: Arc<AtomicUsize>,
+    /// Its teardown waits for a permit here (the warmer's `teardowns`).
+    teardowns: Arc<Semaphore>,
 }
 
 impl Held for Fake {
@@ -43,21 +45,51 @@ impl Held for Fake {
     }
     fn discard(self) -> impl Future<Output = ()> + Send + 'static {
         let live = self.live.clone();
+        let teardowns = self.teardowns.clone();
         async move {
+            if let Ok(permit) = teardowns.acquire().await {
+                permit.forget();
+            }
             live.fetch_sub(1, Ordering::SeqCst);
         }
     }
 }
 
-#[derive(Default)]
 struct FakeWarmer {
     live: Arc<AtomicUsize>,
+    /// Permits for teardowns: unbounded unless a test holds them back (`hold_teardowns`).
+    teardowns: Arc<Semaphore>,
     made: AtomicUsize,
     fail: AtomicBool,
     delay_ms: AtomicU64,
     /// The `alive` flag of every sandbox made, in order.
     flags: Mutex<Vec<Arc<AtomicBool>>>,
     uids: usize,
+}
+
+impl Default for FakeWarmer {
+    fn default() -> FakeWarmer {
+        FakeWarmer {
+            live: Arc::default(),
+            teardowns: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
+            made: AtomicUsize::default(),
+            fail: AtomicBool::default(),
+            delay_ms: AtomicU64::default(),
+            flags: Mutex::default(),
+            uids: 0,
+        }
+    }
+}
+
+impl FakeWarmer {
+    /// Every teardown from now on waits until the test lets it go (`let_teardowns_go`).
+    fn hold_teardowns(&mut self) {
+        self.teardowns = Arc::new(Semaphore::new(0));
+    }
+
+    fn let_teardowns_go(&self) {
+        self.teardowns.add_permits(1000);
+    }
 }
 
 impl Warmer for FakeWarmer {
@@ -67,6 +99,7 @@ impl Warmer for FakeWarmer {
         let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
         let fail = self.fail.load(Ordering::SeqCst);
         let live = self.live.clone();
+        let teardowns = self.teardowns.clone();
         let alive = Arc::new(AtomicBool::new(true));
         if !fail {
             self.made.fetch_add(1, Ordering::SeqCst);
@@ -86,6 +119,7 @@ impl Warmer for FakeWarmer {
                 born: Instant::now(),
                 alive,
                 live,
+                teardowns,
             })
         }
     }
@@ -360,6 +394,72 @@ async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     .await;
     pool.shutdown().await;
     assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+/// Every sandbox made and not yet torn down is ready, starting or stopping in what
+/// `/v1/info` shows.
+fn accounted(pool: &Pool<FakeWarmer>) -> bool {
+    let info = pool.info();
+    pool.warmer.live.load(Ordering::SeqCst) <= info.ready + info.starting + info.stopping
+}
+
+#[tokio::test]
+async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
+    let mut warmer = FakeWarmer::default();
+    warmer.hold_teardowns();
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    for flag in pool
+        .warmer
+        .flags
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        flag.store(false, Ordering::SeqCst);
+    }
+    assert!(pool.take_ready(deny(128 * MIB)).is_none());
+    // Their teardown is held: they are out of `ready` and shown as stopping meanwhile,
+    // while the refill makes two more.
+    until("two more ready", || pool.info().ready == 2).await;
+    let info = pool.info();
+    assert_eq!(info.stopping, 2, "{info:?}");
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 4);
+    assert!(accounted(&pool));
+    pool.warmer.let_teardowns_go();
+    until("the dead torn down", || pool.info().stopping == 0).await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 2);
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn a_drain_shows_its_sandboxes_stopping_until_torn_down() {
+    let mut warmer = FakeWarmer::default();
+    warmer.hold_teardowns();
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let drain = {
+        let pool = pool.clone();
+        let mut off = settings();
+        off.skills_on = false;
+        tokio::spawn(async move { pool.configure(off).await })
+    };
+    until("both stopping", || pool.info().stopping == 2).await;
+    for _ in 0..20 {
+        assert!(accounted(&pool), "{:?}", pool.info());
+        assert_eq!(pool.info().ready, 0, "nothing is made while skills are off");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(!drain.is_finished(), "the drain waits for its teardowns");
+    pool.warmer.let_teardowns_go();
+    drain.await.expect("the drain");
+    let info = pool.info();
+    assert_eq!((info.ready, info.stopping), (0, 0), "{info:?}");
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+    pool.shutdown().await;
 }
 
 #[tokio::test]
