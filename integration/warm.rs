@@ -12,18 +12,69 @@ use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-fn engine(state: &State) -> Engine {
-    Engine::start(hermetic_engine_config(state.path()))
-        .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
-        .with_runner_executable(PathBuf::from(INIT))
+/// Each test's setup: the host checked and held for the test alone, a state folder of
+/// its own, an engine on it and a runtime to drive its warm-ups and jobs. Dropped in this
+/// order: the engine, the runtime, the folder, then the hold.
+struct Setup {
+    engine: Engine,
+    rt: tokio::runtime::Runtime,
+    state: State,
+    _host: std::sync::MutexGuard<'static, ()>,
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("tokio runtime")
+impl Setup {
+    fn new() -> Setup {
+        require_host();
+        let host = exclusive();
+        let state = State::new();
+        let engine = Engine::start(hermetic_engine_config(state.path()))
+            .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+            .with_runner_executable(PathBuf::from(INIT));
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .expect("tokio runtime");
+        Setup {
+            engine,
+            rt,
+            state,
+            _host: host,
+        }
+    }
+
+    /// A warm sandbox of `shape`, started (not necessarily ready yet).
+    fn warm(&self, shape: Shape) -> WarmSandbox {
+        self.rt
+            .block_on(self.engine.warm_up(shape))
+            .unwrap_or_else(|e| panic!("a warm sandbox must start here: {e}"))
+    }
+
+    /// Runs `job` cold, as the CLI does.
+    fn cold(&self, job: Value) -> Value {
+        run_engine_job(&self.engine, job)
+    }
+
+    /// Runs `job` as the daemon does, taking a warm sandbox from `source` if it has one of
+    /// the job's shape.
+    fn run_with(&self, job: Value, source: &dyn WarmSource) -> Value {
+        let valid =
+            parse_job_value(job, &Bounds::default()).unwrap_or_else(|r| panic!("valid job: {r:?}"));
+        let result = self
+            .rt
+            .block_on(self.engine.run_with(valid, &Cancel::new(), source));
+        serde_json::to_value(&result).expect("result json")
+    }
+
+    /// Nothing left: the state folder clean, and no process, cgroup or folder of the
+    /// jobs named `prefix` or of any warm sandbox.
+    fn assert_clean(&self, prefixes: &[&str]) {
+        self.state.assert_clean();
+        for prefix in prefixes {
+            assert_host_clean(prefix);
+        }
+        assert_host_clean(&warm_prefix());
+    }
 }
 
 /// Hands out the sandboxes it was given, each once.
@@ -38,14 +89,13 @@ impl WarmSource for Given {
 }
 
 impl Given {
+    fn of(all: Vec<WarmSandbox>) -> Given {
+        Given(Mutex::new(all))
+    }
+
     fn left(&self) -> usize {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
-}
-
-fn warm(rt: &tokio::runtime::Runtime, engine: &Engine, shape: Shape) -> WarmSandbox {
-    rt.block_on(engine.warm_up(shape))
-        .unwrap_or_else(|e| panic!("a warm sandbox must start here: {e}"))
 }
 
 /// Waits (bounded) until the sandbox's Node has started with every layer applied.
@@ -58,18 +108,6 @@ fn until_ready(sandbox: &mut WarmSandbox) {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     panic!("the warm sandbox was not ready within 30 s");
-}
-
-fn run_with(
-    rt: &tokio::runtime::Runtime,
-    engine: &Engine,
-    job: Value,
-    source: &dyn WarmSource,
-) -> Value {
-    let valid =
-        parse_job_value(job, &Bounds::default()).unwrap_or_else(|r| panic!("valid job: {r:?}"));
-    let result = rt.block_on(engine.run_with(valid, &Cancel::new(), source));
-    serde_json::to_value(&result).expect("result json")
 }
 
 fn warm_prefix() -> String {
@@ -260,29 +298,20 @@ fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Valu
 
 #[test]
 fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
+    let setup = Setup::new();
     let input = json!({"text": "hello warm world"});
     let (cold, cold_host) = run_watched("warm-view-cold.", || {
-        run_engine_job(&engine, code_job("warm-view-cold", VIEW, input.clone()))
+        setup.cold(code_job("warm-view-cold", VIEW, input.clone()))
     });
     assert_status(&cold, "ok", None);
-    let sandbox = warm(&rt, &engine, Shape::default_job());
+    let sandbox = setup.warm(Shape::default_job());
     let name = sandbox.cgroup_paths()[0]
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .expect("a cgroup name");
-    let source = Given(Mutex::new(vec![sandbox]));
+    let source = Given::of(vec![sandbox]);
     let (hot, hot_host) = run_watched(&name, || {
-        run_with(
-            &rt,
-            &engine,
-            code_job("warm-view-warm", VIEW, input.clone()),
-            &source,
-        )
+        setup.run_with(code_job("warm-view-warm", VIEW, input.clone()), &source)
     });
     assert_eq!(source.left(), 0, "the job took the warm sandbox");
     assert_status(&hot, "ok", None);
@@ -326,31 +355,20 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
             "the host sees the warm job's {field} differently from a cold one's"
         );
     }
-    state.assert_clean();
-    assert_host_clean("warm-view");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-view"]);
 }
 
 #[test]
 fn a_warm_jobs_figures_are_its_own() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
+    let setup = Setup::new();
     let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
-    let cold = run_engine_job(&engine, code_job("warm-fig-cold", tool, json!({"n": 1})));
-    let mut sandbox = warm(&rt, &engine, Shape::default_job());
+    let cold = setup.cold(code_job("warm-fig-cold", tool, json!({"n": 1})));
+    let mut sandbox = setup.warm(Shape::default_job());
     until_ready(&mut sandbox);
     // The warm-up's CPU is in the cgroup now; the job's figures must not carry it.
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let source = Given(Mutex::new(vec![sandbox]));
-    let hot = run_with(
-        &rt,
-        &engine,
-        code_job("warm-fig-warm", tool, json!({"n": 1})),
-        &source,
-    );
+    let source = Given::of(vec![sandbox]);
+    let hot = setup.run_with(code_job("warm-fig-warm", tool, json!({"n": 1})), &source);
     assert_status(&cold, "ok", None);
     assert_status(&hot, "ok", None);
     assert_eq!(hot["output"], json!({"n": 1}));
@@ -372,26 +390,20 @@ fn a_warm_jobs_figures_are_its_own() {
     );
     let peak = hot["mem_peak_bytes"].as_u64().unwrap_or(0);
     assert!(peak > 0 && peak <= 134_217_728, "mem_peak_bytes {peak}");
-    state.assert_clean();
-    assert_host_clean("warm-fig");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-fig"]);
 }
 
 /// The memory limit is the job's: a bounded memory bomb in a warm sandbox of its shape
 /// ends `limit`/`memory` (the limit is applied when the sandbox is made, before any job).
 #[test]
 fn a_warm_job_is_held_to_its_memory_limit() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
+    let setup = Setup::new();
     let mem = 64 * 1024 * 1024;
     let shape = Shape {
         net: openvibe_skill_runner::job::Net::Deny,
         mem_bytes: mem,
     };
-    let sandbox = warm(&rt, &engine, shape);
+    let sandbox = setup.warm(shape);
     let limit = std::fs::read_to_string(
         sandbox
             .cgroup_paths()
@@ -411,36 +423,30 @@ fn a_warm_job_is_held_to_its_memory_limit() {
     let bomb = "const k=[];for(let i=0;i<512;i++){k.push(Buffer.alloc(1<<20,1));}process.stdout.write('{}');";
     let mut job = code_job("warm-bomb", bomb, json!({}));
     job["limits"]["mem_bytes"] = json!(mem);
-    let source = Given(Mutex::new(vec![sandbox]));
-    let result = run_with(&rt, &engine, job, &source);
+    let source = Given::of(vec![sandbox]);
+    let result = setup.run_with(job, &source);
     assert_eq!(
         source.left(),
         0,
         "the job took the warm sandbox of its shape"
     );
     assert_status(&result, "limit", Some("memory"));
-    state.assert_clean();
-    assert_host_clean("warm-bomb");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-bomb"]);
 }
 
 /// A job whose shape has no warm sandbox runs cold, and the sandbox stays for its own.
 #[test]
 fn a_job_of_another_shape_runs_cold() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
-    let sandbox = warm(&rt, &engine, Shape::default_job());
-    let source = Given(Mutex::new(vec![sandbox]));
+    let setup = Setup::new();
+    let sandbox = setup.warm(Shape::default_job());
+    let source = Given::of(vec![sandbox]);
     let mut job = code_job(
         "warm-shape",
         "process.stdout.write('{\"ok\":1}')",
         json!({}),
     );
     job["limits"]["mem_bytes"] = json!(96 * 1024 * 1024);
-    let result = run_with(&rt, &engine, job, &source);
+    let result = setup.run_with(job, &source);
     assert_status(&result, "ok", None);
     assert_eq!(
         source.left(),
@@ -453,23 +459,17 @@ fn a_job_of_another_shape_runs_cold() {
         .unwrap_or_else(|p| p.into_inner())
         .pop()
         .expect("one left");
-    rt.block_on(left.discard());
-    state.assert_clean();
-    assert_host_clean("warm-shape");
-    assert_host_clean(&warm_prefix());
+    setup.rt.block_on(left.discard());
+    setup.assert_clean(&["warm-shape"]);
 }
 
 /// A warm sandbox whose processes died while it waited is discarded at the hand-over and
 /// the job runs cold, nothing of it lost.
 #[test]
 fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
+    let setup = Setup::new();
     let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
-    let mut dead = warm(&rt, &engine, Shape::default_job());
+    let mut dead = setup.warm(Shape::default_job());
     until_ready(&mut dead);
     // Only processes this test started: those in the warm sandbox's own cgroup.
     let procs: Vec<i32> = dead
@@ -495,19 +495,12 @@ fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let source = Given(Mutex::new(vec![dead]));
-    let result = run_with(
-        &rt,
-        &engine,
-        code_job("warm-dead", tool, json!({"dead": true})),
-        &source,
-    );
+    let source = Given::of(vec![dead]);
+    let result = setup.run_with(code_job("warm-dead", tool, json!({"dead": true})), &source);
     assert_eq!(source.left(), 0);
     assert_status(&result, "ok", None);
     assert_eq!(result["output"], json!({"dead": true}));
-    state.assert_clean();
-    assert_host_clean("warm-dead");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-dead"]);
 }
 
 /// A tool aimed at the pool: from a warm sandbox it looks for the hand-over's pipe (its
@@ -543,26 +536,17 @@ process.stdout.write(JSON.stringify(out));
 
 #[test]
 fn a_tool_aimed_at_the_pool_reaches_nothing_of_it() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
+    let setup = Setup::new();
     // The same tool cold: what Node itself holds.
-    let cold = run_engine_job(&engine, code_job("warm-aimed-cold", AIMED, json!({})));
+    let cold = setup.cold(code_job("warm-aimed-cold", AIMED, json!({})));
     assert_status(&cold, "ok", None);
     assert_eq!(cold["output"]["held"], true, "{cold}");
-    let mut first = warm(&rt, &engine, Shape::default_job());
-    let mut second = warm(&rt, &engine, Shape::default_job());
+    let mut first = setup.warm(Shape::default_job());
+    let mut second = setup.warm(Shape::default_job());
     until_ready(&mut first);
     until_ready(&mut second);
-    let source = Given(Mutex::new(vec![first]));
-    let result = run_with(
-        &rt,
-        &engine,
-        code_job("warm-aimed", AIMED, json!({})),
-        &source,
-    );
+    let source = Given::of(vec![first]);
+    let result = setup.run_with(code_job("warm-aimed", AIMED, json!({})), &source);
     assert_status(&result, "ok", None);
     let out = &result["output"];
     assert_eq!(
@@ -586,10 +570,8 @@ fn a_tool_aimed_at_the_pool_reaches_nothing_of_it() {
         second.is_alive() && second.is_ready(),
         "the other warm sandbox was reached"
     );
-    let source = Given(Mutex::new(vec![second]));
-    let next = run_with(
-        &rt,
-        &engine,
+    let source = Given::of(vec![second]);
+    let next = setup.run_with(
         code_job(
             "warm-next",
             "process.stdout.write('{\"next\":1}')",
@@ -599,10 +581,7 @@ fn a_tool_aimed_at_the_pool_reaches_nothing_of_it() {
     );
     assert_status(&next, "ok", None);
     assert_eq!(next["output"], json!({"next": 1}));
-    state.assert_clean();
-    assert_host_clean("warm-aimed");
-    assert_host_clean("warm-next");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-aimed", "warm-next"]);
 }
 
 /// A tool that tries to stay alive to be reused (a timer that never ends, SIGTERM
@@ -610,19 +589,13 @@ fn a_tool_aimed_at_the_pool_reaches_nothing_of_it() {
 /// process, cgroup or folder of it is left for another job to land in.
 #[test]
 fn a_tool_staying_alive_is_torn_down_with_its_sandbox() {
-    require_host();
-    let _guard = exclusive();
-    let state = State::new();
-    let engine = engine(&state);
-    let rt = runtime();
-    let sandbox = warm(&rt, &engine, Shape::default_job());
-    let source = Given(Mutex::new(vec![sandbox]));
+    let setup = Setup::new();
+    let sandbox = setup.warm(Shape::default_job());
+    let source = Given::of(vec![sandbox]);
     let stay = "process.on('SIGTERM',()=>{});process.stdout.write('{}');setInterval(()=>{},1000);";
     let mut job = code_job("warm-stay", stay, json!({}));
     job["limits"]["wall_ms"] = json!(1500);
-    let result = run_with(&rt, &engine, job, &source);
+    let result = setup.run_with(job, &source);
     assert_status(&result, "limit", Some("wall"));
-    state.assert_clean();
-    assert_host_clean("warm-stay");
-    assert_host_clean(&warm_prefix());
+    setup.assert_clean(&["warm-stay"]);
 }
