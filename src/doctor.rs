@@ -123,6 +123,13 @@ fn checks(config: &Config) -> Vec<Check> {
                 .map(|(k, v)| format!("{k}: {v}"))
                 .collect::<Vec<_>>()
                 .join("; ");
+            let detail = match h.version() {
+                crate::sandbox::cgroup::CgroupVersion::V2 => format!(
+                    "{detail}; job join: {}",
+                    crate::sandbox::cgroup::v2_join(crate::sandbox::cgroup::clone3_refused())
+                ),
+                crate::sandbox::cgroup::CgroupVersion::V1 => detail,
+            };
             out.push(check("cgroups", true, detail, None));
         }
         Err(e) => out.push(check("cgroups", false, e.to_string(), Some(e.fix()))),

@@ -281,6 +281,40 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     }
 }
 
+/// Whether this process may call `clone3`, with which a v2 job's pid 1 is made inside its
+/// cgroup: `None` when it may; the answer when a seccomp profile around the runner (a
+/// container's) refuses the call, `ENOSYS` as Docker's default one does, or `EPERM`. The
+/// init stage then moves pid 1 in instead (`sandbox::init`). Asked with no arguments,
+/// which the kernel itself refuses (`EINVAL`) before it reads anything or makes a process.
+pub fn clone3_refused() -> Option<nix::errno::Errno> {
+    // SAFETY: a null pointer with size 0: the kernel answers EINVAL (a size below its
+    // smallest `clone_args`) before touching memory; a filter answers before the kernel.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_clone3,
+            std::ptr::null_mut::<libc::clone_args>(),
+            0usize,
+        )
+    };
+    match nix::errno::Errno::last() {
+        refused @ (nix::errno::Errno::ENOSYS | nix::errno::Errno::EPERM) if rc < 0 => Some(refused),
+        _ => None,
+    }
+}
+
+/// How a v2 job's pid 1 comes into its cgroup here, as `doctor` says it, from
+/// [`clone3_refused`]'s answer.
+pub fn v2_join(refused: Option<nix::errno::Errno>) -> String {
+    match refused {
+        None => "pid 1 made inside the job's cgroup (clone3 with CLONE_INTO_CGROUP)".into(),
+        Some(e) => format!(
+            "pid 1 moves itself into the job's cgroup through cgroup.procs, a few ms a job: \
+             clone3 is refused here ({e}), as a container's seccomp profile does; allow \
+             clone3 in it to skip that wait"
+        ),
+    }
+}
+
 /// The leaf this process moved itself into (v2 without systemd), left at exit by
 /// [`leave_runner_leaf`].
 static RUNNER_LEAF: Mutex<Option<v2::RunnerLeaf>> = Mutex::new(None);

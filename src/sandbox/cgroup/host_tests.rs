@@ -420,3 +420,64 @@ fn real_v2_freeze_and_kill_paths_on_a_hybrid_hosts_cgroup2_mount() {
     job.remove().expect("remove");
     assert!(!dir.exists());
 }
+
+/// `clone3_refused` tells a seccomp profile's refusal from the kernel's own answer:
+/// nothing refuses the call here, and in a child under a filter that answers it with
+/// ENOSYS (Docker's default) or EPERM, the probe says which.
+#[test]
+fn clone3_refused_tells_a_seccomp_refusal_from_the_kernels_answer() {
+    use nix::sys::wait::{waitpid, WaitStatus};
+    use nix::unistd::{fork, ForkResult};
+    assert_eq!(clone3_refused(), None, "nothing filters clone3 here");
+    assert!(v2_join(None).contains("made inside"), "{}", v2_join(None));
+    let moved = v2_join(Some(nix::errno::Errno::ENOSYS));
+    assert!(
+        moved.contains("moves itself") && moved.contains("ENOSYS"),
+        "{moved}"
+    );
+    for (errno, code) in [(libc::ENOSYS, 10), (libc::EPERM, 11)] {
+        let program: seccompiler::BpfProgram = seccompiler::SeccompFilter::new(
+            [(libc::SYS_clone3, vec![])].into_iter().collect(),
+            seccompiler::SeccompAction::Allow,
+            seccompiler::SeccompAction::Errno(errno as u32),
+            seccompiler::TargetArch::x86_64,
+        )
+        .and_then(|f| f.try_into())
+        .expect("the clone3 filter");
+        let fprog = libc::sock_fprog {
+            len: u16::try_from(program.len()).expect("a short program"),
+            filter: program.as_ptr() as *mut libc::sock_filter,
+        };
+        // SAFETY: the child makes only async-signal-safe calls (prctl, seccomp, the
+        // probe's clone3, errno) on memory made before the fork, then _exits.
+        match unsafe { fork() }.expect("fork") {
+            ForkResult::Child => {
+                // SAFETY: as above.
+                let loaded = unsafe {
+                    libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0
+                        && libc::syscall(
+                            libc::SYS_seccomp,
+                            libc::SECCOMP_SET_MODE_FILTER,
+                            0,
+                            &fprog as *const libc::sock_fprog,
+                        ) == 0
+                };
+                let answer = match (loaded, clone3_refused()) {
+                    (false, _) => 1,
+                    (true, Some(e)) if e as i32 == errno => code,
+                    (true, Some(_)) => 2,
+                    (true, None) => 3,
+                };
+                // SAFETY: ends the child at once, with no destructors of the parent's state.
+                unsafe { libc::_exit(answer) }
+            }
+            ForkResult::Parent { child } => {
+                assert_eq!(
+                    waitpid(child, None).expect("wait"),
+                    WaitStatus::Exited(child, code),
+                    "under a filter answering {errno}"
+                );
+            }
+        }
+    }
+}
