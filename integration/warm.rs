@@ -66,9 +66,12 @@ impl Setup {
         serde_json::to_value(&result).expect("result json")
     }
 
-    /// Nothing left: the state folder clean, and no process, cgroup or folder of the
-    /// jobs named `prefix` or of any warm sandbox.
+    /// Nothing left once the engine has removed what it answered before removing: the
+    /// state folder clean, and no process, cgroup or folder of the jobs named `prefix` or
+    /// of any warm sandbox.
     fn assert_clean(&self, prefixes: &[&str]) {
+        // A warm job is answered once its tool has ended, its sandbox removed after.
+        self.rt.block_on(self.engine.settled());
         self.state.assert_clean();
         for prefix in prefixes {
             assert_host_clean(prefix);
@@ -598,4 +601,107 @@ fn a_tool_staying_alive_is_torn_down_with_its_sandbox() {
     let result = setup.run_with(job, &source);
     assert_status(&result, "limit", Some("wall"));
     setup.assert_clean(&["warm-stay"]);
+}
+
+/// How a tool ends, as the preload reports it to the runner (`supervise::END_RECORD`):
+/// the same code, stdout and stderr whether the job ran warm or cold, and whether Node
+/// ended by itself, through `process.exit()`, with an exit listener that writes and sets
+/// the code, or on an uncaught exception, which Node prints after its exit listeners (the
+/// preload then reports nothing, and the runner waits for Node's end).
+#[test]
+fn a_tool_ends_the_same_warm_and_cold_however_it_ends() {
+    let setup = Setup::new();
+    let ends = [
+        ("natural", "process.stdout.write('{\"n\":1}')", 0),
+        ("exit-3", "process.stdout.write('{\"n\":3}');process.exit(3)", 3),
+        (
+            "listener",
+            "process.on('exit',()=>{process.stdout.write('{\"late\":1}');process.stderr.write('said');process.exitCode=5})",
+            5,
+        ),
+        ("code-256", "process.exitCode=256", 0),
+        ("code-neg", "process.exitCode=-1", 255),
+        ("throw", "process.stdout.write('{}');throw new Error('boom')", 1),
+        ("reject", "Promise.reject(new Error('rejected'))", 1),
+    ];
+    let mut sandboxes = Vec::new();
+    for _ in ends {
+        sandboxes.push(setup.warm(Shape::default_job()));
+    }
+    let source = Given::of(sandboxes);
+    for (name, code, exit) in ends {
+        let cold = setup.cold(code_job(&format!("warm-end-{name}-c"), code, json!({})));
+        let warm = setup.run_with(
+            code_job(&format!("warm-end-{name}-w"), code, json!({})),
+            &source,
+        );
+        assert_eq!(cold["exit_code"], json!(exit), "{name}, cold: {cold}");
+        for field in [
+            "status",
+            "reason",
+            "output",
+            "exit_code",
+            "signal",
+            "stderr",
+            "stderr_truncated",
+        ] {
+            assert_eq!(
+                warm[field], cold[field],
+                "{name}: {field}, warm {warm} cold {cold}"
+            );
+        }
+        let stderr = warm["stderr"].as_str().unwrap_or_default();
+        assert!(
+            !stderr.contains("openvibe-skill-runner:end:"),
+            "{name}: the record left in stderr: {warm}"
+        );
+        if name == "throw" || name == "reject" {
+            assert!(
+                stderr.contains("Error: "),
+                "{name}: the uncaught error is printed whole: {warm}"
+            );
+        }
+    }
+    assert_eq!(source.left(), 0, "every job ran warm");
+    setup.assert_clean(&["warm-end"]);
+}
+
+/// A tool ends its job at the preload's end record, wherever it comes from: one that
+/// writes the record itself and stays alive, or that has Node emit its exit event as at
+/// its end and stays alive, gets the code it named at once (not its wall clock), and the
+/// sandbox, its Node still running at the answer, is removed after it.
+#[test]
+fn the_end_record_ends_the_job_and_what_still_runs_is_removed() {
+    let setup = Setup::new();
+    let stay = "setInterval(()=>{},1000);process.on('SIGTERM',()=>{});";
+    let tools = [
+        (
+            "record",
+            format!("process.stdout.write('{{\"early\":1}}');process.stderr.write('before');require('fs').writeSync(2,'\\u0000openvibe-skill-runner:end:7\\n');{stay}"),
+            7,
+            "before",
+        ),
+        (
+            "emitted",
+            format!("process.stdout.write('{{\"early\":1}}');process._exiting=true;process.emit('exit',9);{stay}"),
+            9,
+            "",
+        ),
+    ];
+    for (name, code, exit, stderr) in &tools {
+        let mut cold_job = code_job(&format!("warm-rec-{name}-c"), code, json!({}));
+        cold_job["limits"]["wall_ms"] = json!(20000);
+        let mut warm_job = code_job(&format!("warm-rec-{name}-w"), code, json!({}));
+        warm_job["limits"]["wall_ms"] = json!(20000);
+        let cold = setup.cold(cold_job);
+        let source = Given::of(vec![setup.warm(Shape::default_job())]);
+        let warm = setup.run_with(warm_job, &source);
+        for result in [&cold, &warm] {
+            assert_status(result, "error", Some("exit"));
+            assert_eq!(result["exit_code"], json!(exit), "{name}: {result}");
+            assert_eq!(result["stderr"], json!(stderr), "{name}: {result}");
+        }
+        assert_eq!(source.left(), 0, "{name} ran warm");
+    }
+    setup.assert_clean(&["warm-rec"]);
 }

@@ -390,6 +390,48 @@ function waitAtGate() {
     throw new ErrorCtor('the runner opened the gate with an unexpected byte; refusing to run');
   }
   process.argv[1] = realpathSync(MAIN_LINK);
+  reportTheEnd();
+}
+
+// 8. The end. Once Node has run the last 'exit' listener the tool's answer is written:
+//    stdout and stderr are pipes, which Node writes synchronously. What Node does after
+//    that (freeing its environment and heap, then the kernel freeing its memory) only
+//    delays the runner, so the preload tells it the exit code at once, in a record at the
+//    end of stderr that the runner takes off the stream (`supervise::END_RECORD`), and
+//    exits with that code as process.exit() does. Not after an uncaught exception (Node
+//    prints it after the 'exit' listeners) nor when a listener ends Node itself: the
+//    runner then waits for Node's end as before. A tool that writes the record itself
+//    ends its own job, which it could do with process.exit().
+const END_RECORD = '\u0000openvibe-skill-runner:end:';
+const writeSync = fs.writeSync;
+const reallyExit = process.reallyExit;
+function reportTheEnd() {
+  const emit = process.emit;
+  let fatal = false;
+  defineProperty(process, 'emit', {
+    value: function emitThenEnd(type, ...args) {
+      // Emitted before the 'uncaughtException' listeners, which may still handle it.
+      if (type === 'uncaughtExceptionMonitor') fatal = true;
+      const handled = apply(emit, this, [type, ...args]);
+      if (type === 'uncaughtException' && handled) fatal = false;
+      if (type === 'exit' && !fatal && process._exiting === true) {
+        // The code Node ends with: process.exitCode when set, else the one emitted.
+        const set = process.exitCode;
+        const code = (set === undefined || set === null ? args[0] : set) & 0xff;
+        try {
+          writeSync(2, `${END_RECORD}${code}\n`);
+        } catch {
+          // stderr closed or full: the runner waits for Node's end instead.
+          return handled;
+        }
+        reallyExit(code);
+      }
+      return handled;
+    },
+    writable: true,
+    configurable: true,
+    enumerable: false,
+  });
 }
 
 // The runner appends one line after this one: `jobMemBytes = <the job's mem_bytes>;`.

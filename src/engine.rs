@@ -47,6 +47,8 @@ pub struct Engine {
     landlock_abi: i32,
     /// Test only ([`Engine::without_node_hardening`]): Node's own hardening flags are left out.
     compromised_node: bool,
+    /// Warm sandboxes being removed after their job's answer ([`Engine::settled`]).
+    removals: tokio_util::task::TaskTracker,
 }
 
 /// Why the engine cannot run jobs on this host: each names the layer and what to change.
@@ -200,6 +202,7 @@ impl Engine {
             seq: AtomicU64::new(0),
             landlock_abi: layers.landlock_abi,
             compromised_node: false,
+            removals: tokio_util::task::TaskTracker::new(),
         })
     }
 
@@ -322,6 +325,17 @@ impl Engine {
             }
         }
         self.run_cold(&job, &files, cancel).await
+    }
+
+    /// Waits until every sandbox whose job has its result is removed: a warm job is
+    /// answered as soon as its tool has ended, and its sandbox removed after that (its
+    /// processes killed and reaped, its cgroup, its folder). The daemon waits here before
+    /// it exits; a run-job returns only after it. One caller at a time: it closes the
+    /// tracker for its wait and opens it again.
+    pub async fn settled(&self) {
+        self.removals.close();
+        self.removals.wait().await;
+        self.removals.reopen();
     }
 
     /// Runs one valid job to its terminal result, cold (or, with the test hook

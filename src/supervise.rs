@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Notify;
 
+mod end;
+pub use end::END_RECORD;
+
 /// How long the pipes may stay open after every process of the job is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -50,19 +53,20 @@ pub enum SuperviseError {
     Kill(String),
 }
 
-async fn read_capped(
-    mut r: impl AsyncRead + Unpin,
+/// Reads `r` to its end (or until `overflow_at`'s cap is passed), keeping the first `keep`
+/// bytes. Once `drain` is notified it reads only what the pipe holds already and stops:
+/// the tool reported its end, and it wrote everything before that.
+async fn read_capped<R: AsyncRead + std::os::fd::AsFd + Unpin>(
+    mut r: R,
     keep: usize,
     overflow_at: Option<(usize, Arc<Notify>)>,
+    drain: Arc<Notify>,
 ) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut total = 0usize;
     let mut buf = vec![0u8; 16 * 1024];
-    loop {
-        let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
+    // Takes `n` bytes of `buf`; true once the cap is passed.
+    let mut take = |buf: &[u8], n: usize| {
         total += n;
         if kept.len() < keep {
             let take = n.min(keep - kept.len());
@@ -71,10 +75,64 @@ async fn read_capped(
         if let Some((cap, notify)) = &overflow_at {
             if total > *cap {
                 notify.notify_one();
-                return (kept, true);
+                return true;
             }
         }
+        false
+    };
+    loop {
+        let n = tokio::select! {
+            read = r.read(&mut buf) => match read {
+                Ok(0) | Err(_) => break,
+                Ok(n) => n,
+            },
+            () = drain.notified() => {
+                // The descriptor is non-blocking (tokio's): EAGAIN once the pipe is empty.
+                while let Ok(n @ 1..) = nix::unistd::read(r.as_fd(), &mut buf) {
+                    if take(&buf, n) {
+                        return (kept, true);
+                    }
+                }
+                break;
+            }
+        };
+        if take(&buf, n) {
+            return (kept, true);
+        }
     }
+    (kept, total > keep)
+}
+
+/// Reads the tool's stderr to its end, keeping the first `keep` bytes, or up to the
+/// preload's [`END_RECORD`], whose code it sends on `end` (the record is not stderr).
+async fn read_stderr(
+    mut r: impl AsyncRead + Unpin,
+    keep: usize,
+    end: tokio::sync::oneshot::Sender<u8>,
+) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut total = 0usize;
+    let mut take = |bytes: &[u8]| {
+        total += bytes.len();
+        if kept.len() < keep {
+            kept.extend_from_slice(&bytes[..bytes.len().min(keep - kept.len())]);
+        }
+    };
+    let mut scan = end::EndScan::default();
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        let n = match r.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        let (bytes, code) = scan.feed(&buf[..n]);
+        take(&bytes);
+        if let Some(code) = code {
+            let _ = end.send(code);
+            return (kept, total > keep);
+        }
+    }
+    take(&scan.finish());
     (kept, total > keep)
 }
 
@@ -104,7 +162,11 @@ pub async fn run(
 ) -> Result<Outcome, SuperviseError> {
     let started = start(self_exe, plan_bytes, netns, false)?;
     let since = started.started;
-    started.finish(input, go, since, wall, cgroup, cancel).await
+    let (outcome, remains) = started
+        .finish(input, go, since, wall, cgroup, cancel)
+        .await?;
+    remains.settle(cgroup).await?;
+    Ok(outcome)
 }
 
 /// A running init stage: its pipes and the tasks reading them. A cold job's is finished at
@@ -112,7 +174,8 @@ pub async fn run(
 pub struct Started {
     child: tokio::process::Child,
     /// Writes the plan; gives the stdin back for the input.
-    plan_writer: tokio::task::JoinHandle<Option<tokio::process::ChildStdin>>,
+    /// Taken by [`Started::finish`], which writes the input after it.
+    plan_writer: Option<tokio::task::JoinHandle<Option<tokio::process::ChildStdin>>>,
     /// A warm sandbox's hand-over pipe ([`WARM_FD`] in pid 1).
     hand_over: Option<OwnedFd>,
     reports: tokio::sync::mpsc::UnboundedReceiver<Report>,
@@ -120,6 +183,10 @@ pub struct Started {
     out_task: tokio::task::JoinHandle<(Vec<u8>, bool)>,
     err_task: tokio::task::JoinHandle<(Vec<u8>, bool)>,
     overflow: Arc<Notify>,
+    /// The code of the preload's [`END_RECORD`], once stderr has held it.
+    ended: tokio::sync::oneshot::Receiver<u8>,
+    /// Tells the stdout reader to take what the pipe holds and stop.
+    drain: Arc<Notify>,
     gate: exec_gate::Gate,
     started: Instant,
 }
@@ -223,18 +290,22 @@ pub fn start(
     let overflow = Arc::new(Notify::new());
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
+    let drain = Arc::new(Notify::new());
     let out_task = {
-        let overflow = overflow.clone();
+        let (overflow, drain) = (overflow.clone(), drain.clone());
         tokio::spawn(async move {
             match stdout {
-                Some(s) => read_capped(s, STDOUT_CAP + 1, Some((STDOUT_CAP, overflow))).await,
+                Some(s) => {
+                    read_capped(s, STDOUT_CAP + 1, Some((STDOUT_CAP, overflow)), drain).await
+                }
                 None => (Vec::new(), false),
             }
         })
     };
+    let (end_tx, ended) = tokio::sync::oneshot::channel();
     let err_task = tokio::spawn(async move {
         match stderr {
-            Some(s) => read_capped(s, STDERR_KEEP, None).await,
+            Some(s) => read_stderr(s, STDERR_KEEP, end_tx).await,
             None => (Vec::new(), false),
         }
     });
@@ -256,13 +327,15 @@ pub fn start(
     });
     Ok(Started {
         child,
-        plan_writer,
+        plan_writer: Some(plan_writer),
         hand_over: hand_over_w,
         reports,
         seen: Vec::new(),
         out_task,
         err_task,
         overflow,
+        ended,
+        drain,
         gate,
         started,
     })
@@ -358,13 +431,18 @@ impl Started {
         let killed = cgroup.kill_all_blocking().await;
         let _ = self.child.start_kill();
         let _ = self.child.wait().await;
-        self.plan_writer.abort();
+        if let Some(w) = self.plan_writer.take() {
+            w.abort();
+        }
         let _ = self.gate.finish().await;
         killed.map_err(|e| SuperviseError::Kill(e.to_string()))
     }
 
     /// Feeds the input (after the go byte, when `go`) and supervises the run to its end:
-    /// the wall clock counts from `since`. On return no process of the job is left.
+    /// the wall clock counts from `since`. The outcome is known when Node has ended or was
+    /// killed, and also when the preload reported the tool's end ([`END_RECORD`]): Node may
+    /// then still be exiting, and [`Remains::settle`] waits until no process of the job is
+    /// left. Otherwise none is left on return.
     pub async fn finish(
         mut self,
         input: Vec<u8>,
@@ -373,10 +451,13 @@ impl Started {
         wall: Duration,
         cgroup: &JobCgroup,
         cancel: &Cancel,
-    ) -> Result<Outcome, SuperviseError> {
-        let plan_writer = self.plan_writer;
+    ) -> Result<(Outcome, Remains), SuperviseError> {
+        let plan_writer = self.plan_writer.take();
         let writer = tokio::spawn(async move {
-            let mut stdin = plan_writer.await.ok().flatten();
+            let mut stdin = match plan_writer {
+                Some(w) => w.await.ok().flatten(),
+                None => None,
+            };
             if let Some(s) = stdin.as_mut() {
                 // A tool may never read its input: the write then ends with the job (EPIPE).
                 let opened = !go || s.write_all(&[crate::plan::GO_BYTE]).await.is_ok();
@@ -388,9 +469,21 @@ impl Started {
             drop(stdin);
         });
         let child = &mut self.child;
+        let ended = &mut self.ended;
+        // Stderr's end without the record is no report: Node's exit tells then.
+        let reported = async move {
+            match ended.await {
+                Ok(code) => code,
+                Err(_) => std::future::pending().await,
+            }
+        };
         let deadline = tokio::time::Instant::from_std(since + wall);
         let killed = tokio::select! {
             _ = child.wait() => None,
+            code = reported => {
+                let wall_taken = since.elapsed();
+                return Ok(self.reported_end(code, wall_taken, writer, cgroup).await);
+            }
             _ = self.overflow.notified() => Some(Kill::Output),
             _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
             cause = cancel.cancelled() => Some(Kill::Cancelled(cause)),
@@ -426,7 +519,7 @@ impl Started {
         })
         .await;
         let stats = cgroup.stats();
-        Ok(Outcome {
+        let outcome = Outcome {
             reports,
             killed: killed.or(if stdout_overflow {
                 Some(Kill::Output)
@@ -440,7 +533,81 @@ impl Started {
             wall: wall_taken,
             stats,
             exec_gate,
-        })
+        };
+        Ok((outcome, Remains { rest: None }))
+    }
+
+    /// The preload reported the tool's end with `code`: everything the tool wrote is in
+    /// the pipes (Node writes them synchronously), and the figures are the job's as they
+    /// stand. Node, pid 1 and the init stage may still be exiting: they are the
+    /// [`Remains`].
+    async fn reported_end(
+        mut self,
+        code: u8,
+        wall: Duration,
+        writer: tokio::task::JoinHandle<()>,
+        cgroup: &JobCgroup,
+    ) -> (Outcome, Remains) {
+        let stats = cgroup.stats();
+        self.drain.notify_one();
+        let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, self.out_task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        // It ended at the record.
+        let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, self.err_task)
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_default();
+        let mut reports = self.seen;
+        while let Ok(r) = self.reports.try_recv() {
+            reports.push(r);
+        }
+        // Pid 1's report of Node's end, when it came first, is the kernel's word for it.
+        if !reports.iter().any(ends) {
+            reports.push(Report::Exited {
+                code: i32::from(code),
+            });
+        }
+        // Closing the listener now fails an exec still pending, as at every end.
+        let exec_gate = self.gate.finish().await;
+        let outcome = Outcome {
+            reports,
+            killed: stdout_overflow.then_some(Kill::Output),
+            stdout,
+            stdout_overflow,
+            stderr,
+            stderr_truncated,
+            wall,
+            stats,
+            exec_gate,
+        };
+        let rest = (self.child, writer);
+        (outcome, Remains { rest: Some(rest) })
+    }
+}
+
+/// What is left of a run once its outcome is known: after the preload's report of the
+/// tool's end, the init stage (and pid 1 and Node with it) may still be exiting.
+#[must_use = "settle it: the job's processes may still be exiting"]
+pub struct Remains {
+    rest: Option<(tokio::process::Child, tokio::task::JoinHandle<()>)>,
+}
+
+impl Remains {
+    /// Kills what is left of the job through `cgroup` (and the init stage itself) and waits
+    /// until none of it is left.
+    pub async fn settle(self, cgroup: &JobCgroup) -> Result<(), SuperviseError> {
+        let Some((mut child, writer)) = self.rest else {
+            return Ok(());
+        };
+        let killed = cgroup.kill_all_blocking().await;
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        writer.abort();
+        killed.map_err(|e| SuperviseError::Kill(e.to_string()))
     }
 }
 

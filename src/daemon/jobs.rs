@@ -459,6 +459,11 @@ impl Jobs {
             self.kill_all.cancel();
             self.tasks.wait().await;
         }
+        // A warm job is answered once its tool has ended; its sandbox is removed after
+        // that, and the daemon exits only once every one is.
+        if let Some(engine) = &self.engine {
+            engine.settled().await;
+        }
     }
 }
 

@@ -299,6 +299,8 @@ impl Engine {
         if let Some(unused) = left {
             unused.discard().await;
         }
+        // As a cold run does, it returns once nothing of the job is left.
+        self.settled().await;
         result
     }
 
@@ -356,7 +358,7 @@ impl Engine {
         tracing::info!(job_id = %job.job_id, sandbox = cgroup.name(), hand_over_us = began.elapsed().as_micros() as u64, "job handed to a warm sandbox");
         let mut mark = cgroup.mark_hand_over();
         let since = Instant::now();
-        let outcome = started
+        let finished = started
             .finish(
                 job.input_json.clone(),
                 true,
@@ -368,28 +370,41 @@ impl Engine {
             .await;
         let peak = mark.peak_since();
         let ran = since.elapsed();
-        let removed = cgroup.remove_blocking().await;
-        tracing::debug!(job_id = %job.job_id, run_us = ran.as_micros() as u64, removal_us = (since.elapsed() - ran).as_micros() as u64, "warm job's run and removal");
-        let result = match outcome {
-            Ok(mut outcome) => {
+        let (result, remains) = match finished {
+            Ok((mut outcome, remains)) => {
                 if let Some(peak) = peak {
                     outcome.stats.mem_peak_bytes = peak;
                 }
-                if let Err(e) = removed {
-                    // Its processes may still run: its uid stays taken.
-                    tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
-                    std::mem::forget(lease);
-                }
-                self.result_of(job, &outcome, Vec::new(), Some(mark.cpu_ns))
+                let result = self.result_of(job, &outcome, Vec::new(), Some(mark.cpu_ns));
+                (result, Some(remains))
             }
-            Err(e) => {
-                std::mem::forget(lease);
-                self.internal(job, e.to_string())
-            }
+            Err(e) => (self.internal(job, e.to_string()), None),
         };
-        if let Err(e) = remove_job_dir(&dir) {
-            tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
-        }
+        // The sandbox is removed after the answer: when the preload reported the tool's
+        // end, Node may still be exiting. Its uid stays taken until it is gone.
+        let job_id = job.job_id.clone();
+        self.removals.spawn(async move {
+            // A run that failed could not kill its processes: they may still run.
+            let mut gone = remains.is_some();
+            if let Some(remains) = remains {
+                if let Err(e) = remains.settle(&cgroup).await {
+                    tracing::error!(job_id = %job_id, error = %e, "job processes may still run");
+                    gone = false;
+                }
+            }
+            let removed = cgroup.remove_blocking().await;
+            tracing::debug!(job_id = %job_id, run_us = ran.as_micros() as u64, removal_us = (since.elapsed() - ran).as_micros() as u64, "warm job's run and removal");
+            if let Err(e) = &removed {
+                tracing::error!(job_id = %job_id, error = %e, "job cgroup left behind");
+            }
+            if !gone || removed.is_err() {
+                // Its processes may still run: its uid stays taken.
+                std::mem::forget(lease);
+            }
+            if let Err(e) = remove_job_dir(&dir) {
+                tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
+            }
+        });
         Ok(result)
     }
 }

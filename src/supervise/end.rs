@@ -1,0 +1,184 @@
+//! The tool's end as the preload reports it (`runtime/harden.cjs`, 8): once Node has run
+//! its last 'exit' listener, the preload writes [`END_RECORD`], the exit code and a newline
+//! to stderr and exits. The runner takes the record off the stream and has the tool's code
+//! and every byte it wrote (stdout and stderr are pipes Node writes synchronously) before
+//! Node has freed its heap and the kernel its memory.
+//!
+//! The record is no secret from the tool: a tool that writes it ends its own job with the
+//! code it names, which `process.exit()` does as well. A NUL starts it, so no text a tool
+//! prints by chance (the preload's own source included, which spells it as an escape)
+//! holds it.
+
+/// What starts the record; 1 to 3 decimal digits (at most 255) and `\n` follow.
+pub const END_RECORD: &[u8] = b"\0openvibe-skill-runner:end:";
+
+/// Finds the record in stderr as it arrives, chunk by chunk: a record may be split
+/// anywhere between two reads, so what could be its beginning is held back until the next
+/// chunk tells.
+#[derive(Debug, Default)]
+pub struct EndScan {
+    held: Vec<u8>,
+}
+
+/// What follows [`END_RECORD`] in the bytes seen so far.
+enum Code {
+    /// A whole record: its code.
+    Whole(u8),
+    /// Digits so far, or nothing yet: the next chunk tells.
+    Incomplete,
+    /// Not a record.
+    Not,
+}
+
+fn code_after(rest: &[u8]) -> Code {
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits > 3 {
+        return Code::Not;
+    }
+    match rest.get(digits) {
+        None => Code::Incomplete,
+        Some(b'\n') if digits > 0 => std::str::from_utf8(&rest[..digits])
+            .ok()
+            .and_then(|d| d.parse::<u8>().ok())
+            .map_or(Code::Not, Code::Whole),
+        Some(_) => Code::Not,
+    }
+}
+
+/// The length of the longest end of `bytes` that begins [`END_RECORD`] without being all
+/// of it.
+fn held_back(bytes: &[u8]) -> usize {
+    (1..END_RECORD.len().min(bytes.len() + 1))
+        .rev()
+        .find(|&k| bytes.ends_with(&END_RECORD[..k]))
+        .unwrap_or(0)
+}
+
+impl EndScan {
+    /// Takes the next chunk read from stderr. Returns the bytes that are the tool's stderr
+    /// (the record taken out) and, once a whole record has come, its code: what follows a
+    /// record is not looked at, the tool has ended.
+    pub fn feed(&mut self, chunk: &[u8]) -> (Vec<u8>, Option<u8>) {
+        let mut buf = std::mem::take(&mut self.held);
+        buf.extend_from_slice(chunk);
+        let mut out = Vec::with_capacity(buf.len());
+        let mut from = 0;
+        loop {
+            let Some(at) = memchr::memmem::find(&buf[from..], END_RECORD).map(|i| from + i) else {
+                let tail = &buf[from..];
+                let keep = tail.len() - held_back(tail);
+                out.extend_from_slice(&tail[..keep]);
+                self.held = tail[keep..].to_vec();
+                return (out, None);
+            };
+            out.extend_from_slice(&buf[from..at]);
+            match code_after(&buf[at + END_RECORD.len()..]) {
+                Code::Whole(code) => return (out, Some(code)),
+                Code::Incomplete => {
+                    self.held = buf[at..].to_vec();
+                    return (out, None);
+                }
+                Code::Not => {
+                    // Its NUL is the tool's; the search goes on after it.
+                    out.push(buf[at]);
+                    from = at + 1;
+                }
+            }
+        }
+    }
+
+    /// At the end of the stream: what was held back is stderr after all.
+    pub fn finish(self) -> Vec<u8> {
+        self.held
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(code: &str) -> Vec<u8> {
+        let mut r = END_RECORD.to_vec();
+        r.extend_from_slice(code.as_bytes());
+        r.push(b'\n');
+        r
+    }
+
+    /// Feeds `stream` cut at each of `cuts`; the stderr kept and the code found.
+    fn scan(stream: &[u8], cuts: &[usize]) -> (Vec<u8>, Option<u8>) {
+        let mut scan = EndScan::default();
+        let mut kept = Vec::new();
+        let mut last = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&stream.len())) {
+            let (bytes, code) = scan.feed(&stream[last..cut]);
+            kept.extend_from_slice(&bytes);
+            if code.is_some() {
+                return (kept, code);
+            }
+            last = cut;
+        }
+        kept.extend_from_slice(&scan.finish());
+        (kept, None)
+    }
+
+    #[test]
+    fn the_record_is_taken_off_the_stream_wherever_the_reads_cut_it() {
+        let mut stream = b"warning: half a line".to_vec();
+        stream.extend_from_slice(&record("42"));
+        stream.extend_from_slice(b"never seen");
+        let end = stream.len() - b"never seen".len();
+        for a in 0..=end {
+            for b in a..=end {
+                let (kept, code) = scan(&stream, &[a, b]);
+                assert_eq!(code, Some(42), "cut at {a} and {b}");
+                assert_eq!(kept, b"warning: half a line", "cut at {a} and {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_code_node_can_end_with_is_read() {
+        for code in [0u8, 1, 7, 13, 99, 100, 255] {
+            assert_eq!(
+                scan(&record(&code.to_string()), &[]),
+                (Vec::new(), Some(code))
+            );
+        }
+    }
+
+    #[test]
+    fn what_is_not_a_whole_record_stays_stderr() {
+        for text in [
+            record("256"),
+            record("1000"),
+            record(""),
+            record("-1"),
+            record("4x"),
+            [END_RECORD, b"7"].concat(),
+            END_RECORD[..END_RECORD.len() - 1].to_vec(),
+            b"openvibe-skill-runner:end:0\n".to_vec(),
+            b"\0\0\0".to_vec(),
+        ] {
+            for cut in 0..=text.len() {
+                assert_eq!(
+                    scan(&text, &[cut]),
+                    (text.clone(), None),
+                    "{text:?} cut at {cut}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_record_after_a_false_start_is_found() {
+        let mut stream = [END_RECORD, b"x"].concat();
+        stream.extend_from_slice(b"\0\0");
+        stream.extend_from_slice(&record("3"));
+        let before = stream.len() - record("3").len();
+        for cut in 0..stream.len() {
+            let (kept, code) = scan(&stream, &[cut]);
+            assert_eq!(code, Some(3), "cut at {cut}");
+            assert_eq!(kept, &stream[..before], "cut at {cut}");
+        }
+    }
+}
