@@ -393,8 +393,10 @@ function waitAtGate() {
   reportTheEnd();
 }
 
-// 8. The end. Once Node has run the last 'exit' listener the tool's answer is written:
-//    stdout and stderr are pipes, which Node writes synchronously. What Node does after
+// 8. The end. Once Node has run the last 'exit' listener the tool has written all it ever
+//    will: at a natural end the event loop ran until no write to stdout or stderr was
+//    pending, and after process.exit() a write still pending is never done, with the
+//    record or without it (a write that fits in the pipe is done at once). What Node does after
 //    that (freeing its environment and heap, then the kernel freeing its memory) only
 //    delays the runner, so the preload tells it the exit code at once, in a record at the
 //    end of stderr that the runner takes off the stream (`supervise::END_RECORD`), and

@@ -538,7 +538,7 @@ impl Started {
     }
 
     /// The preload reported the tool's end with `code`: everything the tool wrote is in
-    /// the pipes (Node writes them synchronously), and the figures are the job's as they
+    /// the pipes (see `end`), and the figures are the job's as they
     /// stand. Node, pid 1 and the init stage may still be exiting: they are the
     /// [`Remains`].
     async fn reported_end(
@@ -596,13 +596,21 @@ pub struct Remains {
     rest: Option<(tokio::process::Child, tokio::task::JoinHandle<()>)>,
 }
 
+/// How long what remains of a job may take to end by itself once the preload reported the
+/// tool's end (Node exiting, then pid 1 and the init stage, each reaping the one before, so
+/// that the job's CPU time reaches the runner as a child's) before it is killed. A tool
+/// that wrote the record itself and goes on is killed then.
+const END_GRACE: Duration = Duration::from_millis(500);
+
 impl Remains {
-    /// Kills what is left of the job through `cgroup` (and the init stage itself) and waits
-    /// until none of it is left.
+    /// Waits (at most [`END_GRACE`]) for the init stage to end, then kills what is left of
+    /// the job through `cgroup` (and the init stage itself) and waits until none of it is
+    /// left.
     pub async fn settle(self, cgroup: &JobCgroup) -> Result<(), SuperviseError> {
         let Some((mut child, writer)) = self.rest else {
             return Ok(());
         };
+        let _ = tokio::time::timeout(END_GRACE, child.wait()).await;
         let killed = cgroup.kill_all_blocking().await;
         let _ = child.start_kill();
         let _ = child.wait().await;

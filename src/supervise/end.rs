@@ -1,8 +1,9 @@
 //! The tool's end as the preload reports it (`runtime/harden.cjs`, 8): once Node has run
 //! its last 'exit' listener, the preload writes [`END_RECORD`], the exit code and a newline
 //! to stderr and exits. The runner takes the record off the stream and has the tool's code
-//! and every byte it wrote (stdout and stderr are pipes Node writes synchronously) before
-//! Node has freed its heap and the kernel its memory.
+//! and every byte it wrote before Node has freed its heap and the kernel its memory: at a
+//! natural end Node's event loop ran until no write to the pipes was pending, and after
+//! `process.exit()` a write still pending is never done, with the record or without it.
 //!
 //! The record is no secret from the tool: a tool that writes it ends its own job with the
 //! code it names, which `process.exit()` does as well. A NUL starts it, so no text a tool
