@@ -482,7 +482,8 @@ impl Started {
             _ = child.wait() => None,
             code = reported => {
                 let wall_taken = since.elapsed();
-                return Ok(self.reported_end(code, wall_taken, writer, cgroup).await);
+                let (outcome, rest) = self.reported_end(code, wall_taken, writer, cgroup).await;
+                return Ok((outcome, Remains { rest: Some(rest), deadline }));
             }
             _ = self.overflow.notified() => Some(Kill::Output),
             _ = tokio::time::sleep_until(deadline) => Some(Kill::Wall),
@@ -534,20 +535,26 @@ impl Started {
             stats,
             exec_gate,
         };
-        Ok((outcome, Remains { rest: None }))
+        Ok((
+            outcome,
+            Remains {
+                rest: None,
+                deadline,
+            },
+        ))
     }
 
     /// The preload reported the tool's end with `code`: everything the tool wrote is in
     /// the pipes (see `end`), and the figures are the job's as they
-    /// stand. Node, pid 1 and the init stage may still be exiting: they are the
-    /// [`Remains`].
+    /// stand. Node, pid 1 and the init stage may still be exiting: they are returned with
+    /// the outcome, for [`Remains`].
     async fn reported_end(
         mut self,
         code: u8,
         wall: Duration,
         writer: tokio::task::JoinHandle<()>,
         cgroup: &JobCgroup,
-    ) -> (Outcome, Remains) {
+    ) -> (Outcome, Running) {
         let stats = cgroup.stats();
         self.drain.notify_one();
         let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, self.out_task)
@@ -584,8 +591,7 @@ impl Started {
             stats,
             exec_gate,
         };
-        let rest = (self.child, writer);
-        (outcome, Remains { rest: Some(rest) })
+        (outcome, (self.child, writer))
     }
 }
 
@@ -593,24 +599,31 @@ impl Started {
 /// tool's end, the init stage (and pid 1 and Node with it) may still be exiting.
 #[must_use = "settle it: the job's processes may still be exiting"]
 pub struct Remains {
-    rest: Option<(tokio::process::Child, tokio::task::JoinHandle<()>)>,
+    rest: Option<Running>,
+    /// The job's wall clock: nothing of it runs past this.
+    deadline: tokio::time::Instant,
 }
+
+/// The init stage and the task writing its input.
+type Running = (tokio::process::Child, tokio::task::JoinHandle<()>);
 
 /// How long what remains of a job may take to end by itself once the preload reported the
 /// tool's end (Node exiting, then pid 1 and the init stage, each reaping the one before, so
 /// that the job's CPU time reaches the runner as a child's) before it is killed. A tool
-/// that wrote the record itself and goes on is killed then.
+/// that wrote the record itself and goes on is killed then, or at its wall clock if that
+/// comes first.
 const END_GRACE: Duration = Duration::from_millis(500);
 
 impl Remains {
-    /// Waits (at most [`END_GRACE`]) for the init stage to end, then kills what is left of
-    /// the job through `cgroup` (and the init stage itself) and waits until none of it is
-    /// left.
+    /// Waits (at most [`END_GRACE`], never past the job's wall clock) for the init stage
+    /// to end, then kills what is left of the job through `cgroup` (and the init stage
+    /// itself) and waits until none of it is left.
     pub async fn settle(self, cgroup: &JobCgroup) -> Result<(), SuperviseError> {
         let Some((mut child, writer)) = self.rest else {
             return Ok(());
         };
-        let _ = tokio::time::timeout(END_GRACE, child.wait()).await;
+        let until = self.deadline.min(tokio::time::Instant::now() + END_GRACE);
+        let _ = tokio::time::timeout_at(until, child.wait()).await;
         let killed = cgroup.kill_all_blocking().await;
         let _ = child.start_kill();
         let _ = child.wait().await;
