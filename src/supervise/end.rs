@@ -170,6 +170,60 @@ mod tests {
         }
     }
 
+    /// What the stream means read whole, the plain way: the first place a whole record
+    /// starts, or none.
+    fn read_whole(stream: &[u8]) -> (Vec<u8>, Option<u8>) {
+        for at in 0..stream.len() {
+            if let Some(rest) = stream[at..].strip_prefix(END_RECORD) {
+                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                let code = std::str::from_utf8(&rest[..digits])
+                    .ok()
+                    .filter(|d| (1..=3).contains(&d.len()))
+                    .and_then(|d| d.parse::<u8>().ok());
+                if let (Some(code), Some(b'\n')) = (code, rest.get(digits)) {
+                    return (stream[..at].to_vec(), Some(code));
+                }
+            }
+        }
+        (stream.to_vec(), None)
+    }
+
+    #[test]
+    fn streams_of_record_pieces_cut_anywhere_read_as_the_whole_stream_does() {
+        // A fixed xorshift: the same streams on every run.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let pieces: [&[u8]; 9] = [
+            END_RECORD,
+            &END_RECORD[..5],
+            &END_RECORD[5..],
+            b"\0",
+            b"1",
+            b"25",
+            b"6",
+            b"\n",
+            b"text ",
+        ];
+        for _ in 0..3000 {
+            let mut stream = Vec::new();
+            for _ in 0..next(12) {
+                stream.extend_from_slice(pieces[next(pieces.len())]);
+            }
+            let mut cuts: Vec<usize> = (0..next(4)).map(|_| next(stream.len() + 1)).collect();
+            cuts.sort_unstable();
+            assert_eq!(
+                scan(&stream, &cuts),
+                read_whole(&stream),
+                "{stream:?} cut at {cuts:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_record_after_a_false_start_is_found() {
         let mut stream = [END_RECORD, b"x"].concat();
