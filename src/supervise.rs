@@ -502,16 +502,8 @@ impl Started {
         // Every process of the job is gone: stop the gate's thread, close its listener.
         let exec_gate = self.gate.finish().await;
 
-        let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, self.out_task)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
-        let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, self.err_task)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let (stdout, stdout_overflow) = drained(self.out_task).await;
+        let (stderr, stderr_truncated) = drained(self.err_task).await;
         let mut reports = self.seen;
         let _ = tokio::time::timeout(DRAIN_GRACE, async {
             while let Some(r) = self.reports.recv().await {
@@ -557,17 +549,9 @@ impl Started {
     ) -> (Outcome, Running) {
         let stats = cgroup.stats();
         self.drain.notify_one();
-        let (stdout, stdout_overflow) = tokio::time::timeout(DRAIN_GRACE, self.out_task)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let (stdout, stdout_overflow) = drained(self.out_task).await;
         // It ended at the record.
-        let (stderr, stderr_truncated) = tokio::time::timeout(DRAIN_GRACE, self.err_task)
-            .await
-            .ok()
-            .and_then(Result::ok)
-            .unwrap_or_default();
+        let (stderr, stderr_truncated) = drained(self.err_task).await;
         let mut reports = self.seen;
         while let Ok(r) = self.reports.try_recv() {
             reports.push(r);
@@ -609,10 +593,12 @@ type Running = (tokio::process::Child, tokio::task::JoinHandle<()>);
 
 /// How long what remains of a job may take to end by itself once the preload reported the
 /// tool's end (Node exiting, then pid 1 and the init stage, each reaping the one before, so
-/// that the job's CPU time reaches the runner as a child's) before it is killed. A tool
-/// that wrote the record itself and goes on is killed then, or at its wall clock if that
-/// comes first.
-const END_GRACE: Duration = Duration::from_millis(500);
+/// that the job's CPU time reaches the runner as a child's) before it is killed: a few
+/// milliseconds when the preload wrote the record. A tool that wrote it itself and goes on
+/// is killed then, or at its wall clock if that comes first. Short, because a warm job's
+/// slot is free at its answer: what a tool runs after its record is not counted in
+/// `max_jobs` (and is at most this long, a warm sandbox's worth at a time).
+const END_GRACE: Duration = Duration::from_millis(50);
 
 impl Remains {
     /// Waits (at most [`END_GRACE`], never past the job's wall clock) for the init stage
@@ -630,6 +616,16 @@ impl Remains {
         writer.abort();
         killed.map_err(|e| SuperviseError::Kill(e.to_string()))
     }
+}
+
+/// What a pipe's reader kept, once it ends (at most [`DRAIN_GRACE`] from now); nothing
+/// when it does not, which no result takes for an answer.
+async fn drained(reader: tokio::task::JoinHandle<(Vec<u8>, bool)>) -> (Vec<u8>, bool) {
+    tokio::time::timeout(DRAIN_GRACE, reader)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
 }
 
 /// Whether a report is the end of the init stage's tool (or of its setup).
