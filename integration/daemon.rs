@@ -596,9 +596,22 @@ fn the_daemon_runs_jobs_over_its_socket() {
     }
     assert_status(&d.post_wait(&job("dtest-run-off", ONE, 5000)), "ok", None);
 
-    let (code, metrics) = d.call("GET", "/metrics", None);
-    assert_eq!(code, 200);
-    let m = metrics.as_str().expect("text");
+    // The job's slot is free once its sandbox is removed, just after its answer.
+    let started = Instant::now();
+    let metrics = loop {
+        let (code, metrics) = d.call("GET", "/metrics", None);
+        assert_eq!(code, 200);
+        let m = metrics.as_str().expect("text").to_string();
+        if m.contains("openvibe_skill_runner_jobs_running 0") {
+            break m;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the job still holds its slot 5 s after its answer:\n{m}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let m = metrics.as_str();
     for line in [
         "openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"}",
         "openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1",

@@ -56,22 +56,23 @@ impl Setup {
     }
 
     /// Runs `job` as the daemon does, taking a warm sandbox from `source` if it has one of
-    /// the job's shape.
+    /// the job's shape, and waits for what is left of it to be removed, as the daemon
+    /// does before it frees the job's slot.
     fn run_with(&self, job: Value, source: &dyn WarmSource) -> Value {
         let valid =
             parse_job_value(job, &Bounds::default()).unwrap_or_else(|r| panic!("valid job: {r:?}"));
-        let result = self
-            .rt
-            .block_on(self.engine.run_with(valid, &Cancel::new(), source));
+        let result = self.rt.block_on(async {
+            let (result, removal) = self.engine.run_with(valid, &Cancel::new(), source).await;
+            removal.done().await;
+            result
+        });
         serde_json::to_value(&result).expect("result json")
     }
 
-    /// Nothing left once the engine has removed what it answered before removing: the
-    /// state folder clean, and no process, cgroup or folder of the jobs named `prefix` or
-    /// of any warm sandbox.
+    /// Nothing left once the runs' removals are done (a warm job's is awaited by
+    /// `run_with`, after its result): the state folder clean, and no process, cgroup or
+    /// folder of the jobs named `prefix` or of any warm sandbox.
     fn assert_clean(&self, prefixes: &[&str]) {
-        // A warm job is answered once its tool has ended, its sandbox removed after.
-        self.rt.block_on(self.engine.settled());
         self.state.assert_clean();
         for prefix in prefixes {
             assert_host_clean(prefix);

@@ -51,6 +51,35 @@ pub struct Engine {
     removals: tokio_util::task::TaskTracker,
 }
 
+/// What is left to do of a job once its result is known: the removal of a warm sandbox,
+/// which runs after the answer (Node may still be exiting when the preload reports the
+/// tool's end). A cold job's removal is done before its result comes: nothing is left.
+/// Whoever holds the job's slot awaits [`Removal::done`] before it frees the slot, so what
+/// remains of a job still counts against `max_jobs`.
+#[must_use = "a job's slot is free only once its sandbox is removed"]
+pub struct Removal(Option<tokio::task::JoinHandle<()>>);
+
+impl Removal {
+    /// Nothing left to remove.
+    pub fn none() -> Removal {
+        Removal(None)
+    }
+
+    /// The removal `task` does.
+    pub fn of(task: tokio::task::JoinHandle<()>) -> Removal {
+        Removal(Some(task))
+    }
+
+    /// Waits until the sandbox is removed (or its removal failed, which it logged).
+    pub async fn done(self) {
+        if let Some(task) = self.0 {
+            if let Err(e) = task.await {
+                tracing::error!(error = %e, "a warm sandbox's removal failed");
+            }
+        }
+    }
+}
+
 /// Why the engine cannot run jobs on this host: each names the layer and what to change.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
@@ -302,40 +331,37 @@ impl Engine {
     /// Runs one valid job, in a warm sandbox from `warm` when one of its shape is there
     /// (taken only once its inputs are verified), cold otherwise. A warm sandbox that
     /// fails at the hand-over (none of the job's code has run) is discarded and the job
-    /// runs cold.
+    /// runs cold. The result comes with what is left to remove of the job: await it
+    /// before the job's slot is given to another.
     pub async fn run_with(
         &self,
         job: ValidJob,
         cancel: &Cancel,
         warm: &dyn WarmSource,
-    ) -> JobResult {
+    ) -> (JobResult, Removal) {
         let files = match self.verified_files(&job).await {
             Ok(f) => f,
-            Err(result) => return *result,
+            Err(result) => return (*result, Removal::none()),
         };
         let shape = Shape::of(&job);
         if self.warmable(shape) {
             if let Some(sandbox) = warm.take(shape) {
                 match self.run_warm(&job, &files, sandbox, cancel).await {
-                    Ok(result) => return result,
+                    Ok(ran) => return ran,
                     Err(why) => {
                         tracing::warn!(job_id = %job.job_id, %why, "warm sandbox failed at the hand-over; the job runs cold");
                     }
                 }
             }
         }
-        self.run_cold(&job, &files, cancel).await
+        (self.run_cold(&job, &files, cancel).await, Removal::none())
     }
 
-    /// Waits until every sandbox whose job has its result is removed: a warm job is
-    /// answered as soon as its tool has ended, and its sandbox removed after that (its
-    /// processes killed and reaped, its cgroup, its folder). The daemon waits here before
-    /// it exits; a run-job returns only after it. One caller at a time: it closes the
-    /// tracker for its wait and opens it again.
+    /// Waits until no warm sandbox is being removed, including any whose [`Removal`] was
+    /// dropped unawaited (a job whose task failed): the daemon waits here before it exits.
     pub async fn settled(&self) {
         self.removals.close();
         self.removals.wait().await;
-        self.removals.reopen();
     }
 
     /// Runs one valid job to its terminal result, cold (or, with the test hook

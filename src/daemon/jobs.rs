@@ -18,7 +18,7 @@ use super::pool::{Pool, PoolSettings};
 use super::runner::{JobRunner, PooledEngine};
 use crate::cancel::{Cancel, Cause};
 use crate::config::Config;
-use crate::engine::Engine;
+use crate::engine::{Engine, Removal};
 use crate::job::{self, Bounds, JobHead, JobResult, Reason, ValidJob};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};

@@ -143,7 +143,7 @@ impl Metrics {
         gauge(
             &mut out,
             "jobs_running",
-            "Jobs running now.",
+            "Jobs holding a slot now: running, or answered with their sandbox still being removed.",
             g.running as u64,
         );
         gauge(

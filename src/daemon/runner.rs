@@ -3,7 +3,7 @@
 
 use super::pool::Pool;
 use crate::cancel::Cancel;
-use crate::engine::Engine;
+use crate::engine::{Engine, Removal};
 use crate::inputs::CacheStats;
 use crate::job::{Bounds, JobResult, ValidJob};
 use std::future::Future;
@@ -11,8 +11,9 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
-/// A job's run, to its terminal result.
-pub type Run = Pin<Box<dyn Future<Output = JobResult> + Send>>;
+/// A job's run, to its terminal result, with what is left to remove of the job once the
+/// result is known (its slot is free only after that).
+pub type Run = Pin<Box<dyn Future<Output = (JobResult, Removal)> + Send>>;
 
 pub trait JobRunner: Send + Sync + 'static {
     /// The Node version results carry.
@@ -45,7 +46,7 @@ impl JobRunner for Engine {
     }
 
     fn run(self: Arc<Self>, job: ValidJob, cancel: Cancel) -> Run {
-        Box::pin(async move { Engine::run(&self, job, &cancel).await })
+        Box::pin(async move { (Engine::run(&self, job, &cancel).await, Removal::none()) })
     }
 }
 

@@ -10,7 +10,7 @@
 //! Nothing of the job is in it before the hand-over (no file, no input), so nothing of a
 //! tool runs while it waits; the only code running is Node's start and the preload.
 
-use super::{remove_job_dir, Engine};
+use super::{remove_job_dir, Engine, Removal};
 use crate::cancel::Cancel;
 use crate::job::{JobResult, Net, ValidJob};
 use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
@@ -294,26 +294,27 @@ impl Engine {
             Err(e) => return self.internal(&job, format!("runner.warm_every_job: {e}")),
         };
         let source = OneShot(std::sync::Mutex::new(Some(sandbox)));
-        let result = self.run_with(job, cancel, &source).await;
+        let (result, removal) = self.run_with(job, cancel, &source).await;
         let left = source.0.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(unused) = left {
             unused.discard().await;
         }
         // As a cold run does, it returns once nothing of the job is left.
-        self.settled().await;
+        removal.done().await;
         result
     }
 
-    /// Runs `job` in `sandbox`: the hand-over, then the run as a cold job's. An error
-    /// means the hand-over failed before any of the job's code ran (the sandbox is
-    /// discarded; the caller runs the job cold).
+    /// Runs `job` in `sandbox`: the hand-over, then the run as a cold job's. The result
+    /// comes at the tool's end, with the sandbox's removal still running. An error means
+    /// the hand-over failed before any of the job's code ran (the sandbox is discarded;
+    /// the caller runs the job cold).
     pub(super) async fn run_warm(
         &self,
         job: &ValidJob,
         files: &[(String, Vec<u8>)],
         sandbox: WarmSandbox,
         cancel: &Cancel,
-    ) -> Result<JobResult, String> {
+    ) -> Result<(JobResult, Removal), String> {
         // As a cold job does: a cleaner may have removed the jobs folder since the last job
         // (the sandbox's own folder may be gone with it; its root is in its own namespace).
         match super::make_jobs_dir(&self.jobs_dir) {
@@ -381,9 +382,11 @@ impl Engine {
             Err(e) => (self.internal(job, e.to_string()), None),
         };
         // The sandbox is removed after the answer: when the preload reported the tool's
-        // end, Node may still be exiting. Its uid stays taken until it is gone.
+        // end, Node may still be exiting. Its uid stays taken until it is gone, and the
+        // job's slot until the removal is done (the caller awaits it). Its own task on the
+        // engine's tracker: it runs to its end even if nobody awaits it.
         let job_id = job.job_id.clone();
-        self.removals.spawn(async move {
+        let removal = self.removals.spawn(async move {
             // A run that failed could not kill its processes: they may still run.
             let mut gone = remains.is_some();
             if let Some(remains) = remains {
@@ -405,6 +408,6 @@ impl Engine {
                 tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
             }
         });
-        Ok(result)
+        Ok((result, Removal::of(removal)))
     }
 }

@@ -30,6 +30,7 @@ impl Jobs {
                 let r = JobResult::not_run(&id, reason, message, net, self.node());
                 self.live().queued -= 1;
                 self.finish(&id, &tool, &live, r, None).await;
+                self.trim_if_idle();
                 return;
             }
         };
@@ -40,43 +41,54 @@ impl Jobs {
         }
         live.state.send_replace(JobState::Running);
         let started = Instant::now();
-        let result = match &self.runner {
+        let (result, removal) = match &self.runner {
             // Its own task: a panic in the engine ends this job `internal`, not the daemon's
             // bookkeeping of it.
             Some(runner) => {
                 match tokio::spawn(runner.clone().run(job, live.cancel.clone())).await {
-                    Ok(r) => r,
+                    Ok(ran) => ran,
                     Err(e) => {
                         tracing::error!(job_id = %id, error = %e, "the engine failed");
-                        JobResult::not_run(
+                        let r = JobResult::not_run(
                             &id,
                             Reason::Internal,
                             "the runner failed while running the job; whatever it started was removed",
                             net,
                             self.node(),
-                        )
+                        );
+                        (r, Removal::none())
                     }
                 }
             }
-            None => JobResult::not_run(
-                &id,
-                Reason::RunnerUnavailable,
-                format!(
-                    "{} (run `openvibe-skill-runner doctor` for every layer)",
-                    self.problem
-                        .as_deref()
-                        .unwrap_or("the engine did not start")
-                ),
-                net,
-                None,
-            ),
+            None => {
+                let r = JobResult::not_run(
+                    &id,
+                    Reason::RunnerUnavailable,
+                    format!(
+                        "{} (run `openvibe-skill-runner doctor` for every layer)",
+                        self.problem
+                            .as_deref()
+                            .unwrap_or("the engine did not start")
+                    ),
+                    net,
+                    None,
+                );
+                (r, Removal::none())
+            }
         };
         let total = started.elapsed().as_secs_f64();
-        drop(permit);
-        self.live().running -= 1;
         let overhead =
             admit::ran(&result).then(|| (total - result.wall_ms as f64 / 1000.0).max(0.0));
-        self.finish(&id, &tool, &live, result, overhead).await;
+        // The answer does not wait for the sandbox's removal (a warm job's runs after its
+        // tool's end), nor the slot for the journal; but the slot is held until nothing of
+        // the job is left, so what still runs of it counts against `max_jobs`.
+        let free = async {
+            removal.done().await;
+            drop(permit);
+            self.live().running -= 1;
+        };
+        tokio::join!(self.finish(&id, &tool, &live, result, overhead), free);
+        self.trim_if_idle();
     }
 
     /// Journals the terminal result, then lets everyone waiting see it. A result the
@@ -136,18 +148,22 @@ impl Jobs {
             self.journal_outcome(&Ok(()));
             live.state.send_replace(JobState::Done(result));
         }
+        let mut l = self.live();
+        if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, live)) {
+            l.jobs.remove(id);
+        }
+        if l.jobs.is_empty() {
+            l.jobs.shrink_to(64);
+        }
+    }
+
+    /// Once no job runs or waits, hands the memory of the last burst back to the system.
+    fn trim_if_idle(&self) {
         let idle = {
-            let mut l = self.live();
-            if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, live)) {
-                l.jobs.remove(id);
-            }
-            if l.jobs.is_empty() {
-                l.jobs.shrink_to(64);
-            }
+            let l = self.live();
             l.running == 0 && l.queued == 0
         };
         if idle {
-            // Hand the memory of the last burst back to the system.
             tokio::task::spawn_blocking(|| {
                 // SAFETY: malloc_trim only releases free heap pages.
                 unsafe { libc::malloc_trim(0) };

@@ -16,6 +16,9 @@ struct Stand {
     go: Semaphore,
     /// The cause each cancelled run saw.
     causes: Mutex<Vec<Cause>>,
+    /// When set, a job that ran leaves a removal that ends with one permit of it (as a
+    /// warm sandbox is removed after its job's answer).
+    removals: Option<Arc<Semaphore>>,
 }
 
 impl Stand {
@@ -25,6 +28,16 @@ impl Stand {
             runs: AtomicUsize::new(0),
             go: Semaphore::new(0),
             causes: Mutex::new(Vec::new()),
+            removals: None,
+        })
+    }
+
+    /// A stand-in whose jobs each leave a removal that ends only with a permit of
+    /// `removals`.
+    fn removing() -> Arc<Stand> {
+        Arc::new(Stand {
+            removals: Some(Arc::new(Semaphore::new(0))),
+            ..Arc::into_inner(Stand::new()).expect("a new stand-in has one owner")
         })
     }
 
@@ -58,7 +71,7 @@ impl JobRunner for Stand {
                     self.causes.lock().unwrap_or_else(|p| p.into_inner()).push(cause);
                     let mut r = JobResult::not_run(&job.job_id, cause.reason(), cause.message(true), job.net, Some("v-stand"));
                     r.wall_ms = 3;
-                    r
+                    (r, Removal::none())
                 }
                 p = self.go.acquire() => {
                     if let Ok(p) = p {
@@ -66,7 +79,18 @@ impl JobRunner for Stand {
                     }
                     let mut r = JobResult::not_run(&job.job_id, Reason::Exit, "", job.net, Some("v-stand"));
                     (r.status, r.reason, r.message, r.wall_ms) = (Status::Ok, None, None, 2);
-                    r
+                    let removal = match &self.removals {
+                        Some(removals) => {
+                            let removals = removals.clone();
+                            Removal::of(tokio::spawn(async move {
+                                if let Ok(p) = removals.acquire().await {
+                                    p.forget();
+                                }
+                            }))
+                        }
+                        None => Removal::none(),
+                    };
+                    (r, removal)
                 }
             }
         })
@@ -177,6 +201,39 @@ async fn one_runs_one_waits_the_next_is_busy_and_the_queue_moves_on() {
     let c = handle(d.jobs.submit(&body("c")).await);
     stand.go.add_permits(1);
     assert_eq!(done(&c).await.status, Status::Ok);
+}
+
+#[tokio::test]
+async fn a_job_is_answered_before_its_removal_and_holds_its_slot_until_it_is_done() {
+    let stand = Stand::removing();
+    let removals = stand.removals.clone().expect("removals held");
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let b = handle(d.jobs.submit(&body("b")).await);
+    stand.go.add_permits(1);
+    // Answered, and journaled, while what is left of it is still being removed.
+    assert_eq!(done(&a).await.status, Status::Ok);
+    assert!(matches!(
+        d.jobs.journaled("a").await.expect("the journal answers"),
+        Some(Entry::Done(_))
+    ));
+    // Its slot (max_jobs 1) is not free yet: b waits, and a still counts as running.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert_eq!(stand.runs(), 1, "b must wait for a's removal");
+        assert_eq!(b.state().name(), "queued");
+        assert_eq!(d.jobs.load(), (1, 1));
+    }
+    let c = ended(d.jobs.submit(&body("c")).await);
+    assert_eq!(reason(&c), (Status::Rejected, Some("busy")));
+    removals.add_permits(1);
+    until("b starts once a is removed", || stand.runs() == 2).await;
+    stand.go.add_permits(1);
+    assert_eq!(done(&b).await.status, Status::Ok);
+    assert_eq!(d.jobs.load(), (1, 0), "b's removal holds its slot");
+    removals.add_permits(1);
+    until("nothing left", || d.jobs.load() == (0, 0)).await;
 }
 
 #[tokio::test]
