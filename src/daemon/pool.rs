@@ -244,6 +244,8 @@ pub struct Pool<W: Warmer> {
     wake: Notify,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Teardowns of dead sandboxes a job found, done beside the job; shutdown waits for them.
+    teardowns: tokio_util::task::TaskTracker,
     counters: Counters,
 }
 
@@ -290,6 +292,7 @@ impl<W: Warmer> Pool<W> {
             wake: Notify::new(),
             stop: CancellationToken::new(),
             task: Mutex::new(None),
+            teardowns: tokio_util::task::TaskTracker::new(),
             counters: Counters::default(),
         })
     }
@@ -346,6 +349,9 @@ impl<W: Warmer> Pool<W> {
                 tracing::error!(error = %e, "the warm pool's refill task failed");
             }
         }
+        // And the dead ones jobs found (no job takes one now, so no new teardown starts).
+        self.teardowns.close();
+        self.teardowns.wait().await;
     }
 
     /// Counts `all` as stopping; called under the state's lock, where they leave it.
@@ -403,9 +409,9 @@ impl<W: Warmer> Pool<W> {
             self.counters
                 .discarded
                 .fetch_add(n as u64, Ordering::Relaxed);
-            // Torn down beside the job, which does not wait for them.
+            // Torn down beside the job, which does not wait for them; shutdown does.
             let stopping = self.counters.stopping.clone();
-            tokio::spawn(async move {
+            self.teardowns.spawn(async move {
                 futures_join(dead.into_iter().map(Held::discard)).await;
                 stopping.fetch_sub(n, Ordering::SeqCst);
             });

@@ -435,6 +435,60 @@ async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
 }
 
 #[tokio::test]
+async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
+    let mut warmer = FakeWarmer::default();
+    warmer.hold_teardowns();
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    for flag in pool
+        .warmer
+        .flags
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        flag.store(false, Ordering::SeqCst);
+    }
+    // Every job slot taken: the refill makes no other sandbox whose teardown (held too)
+    // would keep the shutdown waiting for another reason.
+    let _slots = pool
+        .slots
+        .clone()
+        .acquire_many_owned(2)
+        .await
+        .expect("the slots");
+    assert!(pool.take_ready(deny(128 * MIB)).is_none());
+    assert_eq!(pool.info().stopping, 2);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        pool.info().ready + pool.info().starting,
+        0,
+        "{:?}",
+        pool.info()
+    );
+    let stopping = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.shutdown().await }
+    });
+    // The teardowns are held: the shutdown is not over, whatever else it has done.
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(
+            !stopping.is_finished(),
+            "shutdown returned with teardowns running"
+        );
+    }
+    pool.warmer.let_teardowns_go();
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("shutdown within 5 s")
+        .expect("shutdown");
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+    assert_eq!(pool.info().stopping, 0);
+}
+
+#[tokio::test]
 async fn a_drain_shows_its_sandboxes_stopping_until_torn_down() {
     let mut warmer = FakeWarmer::default();
     warmer.hold_teardowns();
