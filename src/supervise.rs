@@ -595,9 +595,9 @@ type Running = (tokio::process::Child, tokio::task::JoinHandle<()>);
 /// tool's end (Node exiting, then pid 1 and the init stage, each reaping the one before, so
 /// that the job's CPU time reaches the runner as a child's) before it is killed: a few
 /// milliseconds when the preload wrote the record. A tool that wrote it itself and goes on
-/// is killed then, or at its wall clock if that comes first. Short, because a warm job's
-/// slot is free at its answer: what a tool runs after its record is not counted in
-/// `max_jobs` (and is at most this long, a warm sandbox's worth at a time).
+/// is killed then, or at its wall clock if that comes first. A warm job's slot is held
+/// until then (`engine::Removal`), so what runs after the record counts in `max_jobs`;
+/// short so that such a job gives its slot back soon.
 const END_GRACE: Duration = Duration::from_millis(50);
 
 impl Remains {

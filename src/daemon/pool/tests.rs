@@ -377,15 +377,7 @@ async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     let pool = pool_of(FakeWarmer::default(), settings(), 2);
     pool.start();
     until("two ready", || pool.info().ready == 2).await;
-    for flag in pool
-        .warmer
-        .flags
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-    {
-        flag.store(false, Ordering::SeqCst);
-    }
+    kill_every_sandbox_made(&pool);
     assert!(pool.take_ready(deny(128 * MIB)).is_none());
     assert_eq!(pool.info().misses, 1);
     until("the dead discarded", || {
@@ -394,6 +386,14 @@ async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     .await;
     pool.shutdown().await;
     assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
+/// Every sandbox the warmer has made so far dies (its init stage "ends").
+fn kill_every_sandbox_made(pool: &Pool<FakeWarmer>) {
+    let flags = pool.warmer.flags.lock().unwrap_or_else(|p| p.into_inner());
+    for flag in flags.iter() {
+        flag.store(false, Ordering::SeqCst);
+    }
 }
 
 /// Every sandbox made and not yet torn down is ready, starting or stopping in what
@@ -410,15 +410,7 @@ async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
     let pool = pool_of(warmer, settings(), 2);
     pool.start();
     until("two ready", || pool.info().ready == 2).await;
-    for flag in pool
-        .warmer
-        .flags
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-    {
-        flag.store(false, Ordering::SeqCst);
-    }
+    kill_every_sandbox_made(&pool);
     assert!(pool.take_ready(deny(128 * MIB)).is_none());
     // Their teardown is held: they are out of `ready` and shown as stopping meanwhile,
     // while the refill makes two more.
@@ -441,15 +433,7 @@ async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
     let pool = pool_of(warmer, settings(), 2);
     pool.start();
     until("two ready", || pool.info().ready == 2).await;
-    for flag in pool
-        .warmer
-        .flags
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .iter()
-    {
-        flag.store(false, Ordering::SeqCst);
-    }
+    kill_every_sandbox_made(&pool);
     // Every job slot taken: the refill makes no other sandbox whose teardown (held too)
     // would keep the shutdown waiting for another reason.
     let _slots = pool
