@@ -439,8 +439,8 @@ impl Engine {
         if let Err(e) = made {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
-        // Held until this function returns: after the job's processes are gone and its
-        // cgroup removed.
+        // Held until the job's processes are gone and its cgroup removed (and kept if that
+        // cannot be shown).
         let lease = match self.uids.lease() {
             Ok(l) => l,
             Err(e) => return self.internal(job, e),
@@ -495,6 +495,8 @@ impl Engine {
                 }
             }
         };
+        // From here processes may run as the uid: it is let go only once they are gone.
+        let lease = lease.keep_until_released();
         let outcome = supervise::run(
             self.init.exec_path(),
             plan_bytes,
@@ -511,17 +513,17 @@ impl Engine {
             None => Vec::new(),
         };
         let removed = cgroup.remove_blocking().await;
+        // A run that failed, or a cgroup that could not be removed, may leave processes of
+        // the job running as this uid: it stays taken (dropped, not released).
         let outcome = match outcome {
             Ok(o) => o,
-            Err(e) => {
-                // Processes of the job may still run as this uid: it stays taken for as
-                // long as this runner lives.
-                std::mem::forget(lease);
-                return self.internal(job, e.to_string());
-            }
+            Err(e) => return self.internal(job, e.to_string()),
         };
-        if let Err(e) = removed {
-            tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+        match removed {
+            Ok(()) => lease.release(),
+            Err(e) => {
+                tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+            }
         }
         self.result_of(job, &outcome, records, None)
     }

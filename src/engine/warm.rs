@@ -16,7 +16,7 @@ use crate::job::{JobResult, Net, ValidJob};
 use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
 use crate::sandbox::cgroup::JobCgroup;
 use crate::sandbox::init::{encode_message, encode_plan};
-use crate::sandbox::uids::UidLease;
+use crate::sandbox::uids::KeptUid;
 use crate::supervise::{self, Started};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -50,15 +50,15 @@ impl Shape {
 /// One sandbox warmed for `shape`, used by at most one job, then torn down like any
 /// job's. Dropping it without [`WarmSandbox::discard`] still kills its processes (the init
 /// stage is killed on drop, and the job's cgroup kills the rest when dropped) but removes
-/// its directory only at the next start: discard it.
+/// its directory only at the next start and keeps its uid taken: discard it.
 pub struct WarmSandbox {
     shape: Shape,
     born: Instant,
     started: Started,
     cgroup: JobCgroup,
     dir: PathBuf,
-    /// Held until its processes are gone.
-    lease: UidLease,
+    /// Released once its processes are shown gone; kept otherwise.
+    lease: KeptUid,
     /// Its root's size without the job's files (a cold job's root is this plus them).
     root_bytes: u64,
 }
@@ -108,10 +108,10 @@ impl WarmSandbox {
             .map_err(|e| e.to_string())
             .and(removed.map_err(|e| e.to_string()))
         {
-            Ok(()) => drop(lease),
+            Ok(()) => lease.release(),
             Err(e) => {
+                // Dropped unreleased: its uid stays taken.
                 tracing::error!(error = %e, "a warm sandbox's processes may still run; its uid stays taken");
-                std::mem::forget(lease);
             }
         }
         if let Err(e) = remove_job_dir(&dir) {
@@ -269,7 +269,7 @@ impl Engine {
             started,
             cgroup,
             dir: dir.to_path_buf(),
-            lease,
+            lease: lease.keep_until_released(),
             root_bytes,
         };
         // One start at a time really is one: the pool's next begins once this one waits.
@@ -400,10 +400,9 @@ impl Engine {
             if let Err(e) = &removed {
                 tracing::error!(job_id = %job_id, error = %e, "job cgroup left behind");
             }
-            if !gone || removed.is_err() {
-                // Its processes may still run: its uid stays taken.
-                std::mem::forget(lease);
-            }
+            if gone && removed.is_ok() {
+                lease.release();
+            } // else its processes may still run: dropped unreleased, its uid stays taken.
             if let Err(e) = remove_job_dir(&dir) {
                 tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
             }

@@ -80,6 +80,42 @@ impl UidLease {
     pub fn uid(&self) -> u32 {
         self.uid
     }
+
+    /// From the start of the job's processes: the uid stays taken unless
+    /// [`KeptUid::release`] is called once they are known to be gone.
+    pub fn keep_until_released(self) -> KeptUid {
+        KeptUid(Some(self))
+    }
+}
+
+/// The lease of a uid that a job's processes may run as. Let go only by
+/// [`KeptUid::release`]; dropped any other way (an error path, a panic unwinding, a warm
+/// sandbox nobody discarded) its lock is kept for as long as this runner lives, so the uid
+/// is never handed to another job while processes may still run as it. Fails closed: the
+/// cost of a mistake is one uid of the range, not two jobs sharing one.
+#[derive(Debug)]
+pub struct KeptUid(Option<UidLease>);
+
+impl KeptUid {
+    /// Every process of the job is gone (killed through its cgroup, the cgroup removed):
+    /// the uid is free for the next job.
+    pub fn release(mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl Drop for KeptUid {
+    fn drop(&mut self) {
+        if let Some(lease) = self.0.take() {
+            tracing::warn!(
+                uid = lease.uid,
+                "a job's processes may still run as this uid: it stays taken until the runner exits"
+            );
+            // The descriptor stays open, so the lock stays held (the kernel lets it go when
+            // the runner exits).
+            std::mem::forget(lease);
+        }
+    }
 }
 
 impl UidPool {
@@ -174,6 +210,33 @@ mod tests {
         drop(l2);
         assert_eq!(a.lease().unwrap().uid(), 2_100_000_001);
         drop((l1, l3, l4));
+    }
+
+    #[test]
+    fn a_kept_uid_is_free_again_only_when_released() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        let p = pool(&dir, 2_100_000_000, 3);
+        // Released: the same uid is the next one handed out.
+        let lease = p.lease().unwrap();
+        assert_eq!(lease.uid(), 2_100_000_000);
+        lease.keep_until_released().release();
+        assert_eq!(p.lease().unwrap().uid(), 2_100_000_000);
+        // Dropped without release (an error path): the uid stays taken.
+        drop(p.lease().unwrap().keep_until_released());
+        assert_eq!(p.lease().unwrap().uid(), 2_100_000_001);
+        // Dropped by a panic unwinding (a removal task that panicked): taken as well.
+        let unwound = std::panic::catch_unwind(|| {
+            let lease = p.lease().unwrap();
+            assert_eq!(lease.uid(), 2_100_000_001);
+            let _kept = lease.keep_until_released();
+            panic!("a removal that panicked");
+        });
+        assert!(unwound.is_err());
+        let next = p.lease().unwrap();
+        assert_eq!(next.uid(), 2_100_000_002, "both kept uids stay taken");
+        let err = p.lease().unwrap_err();
+        assert!(err.contains("sandbox_uid_count"), "{err}");
     }
 
     #[test]
