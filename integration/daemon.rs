@@ -361,6 +361,17 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            if std::thread::panicking() {
+                // A failed test: whether the daemon was still alive, and what it logged.
+                let state = match c.try_wait() {
+                    Ok(Some(status)) => format!("had exited ({status})"),
+                    _ => "was running".to_string(),
+                };
+                let log = self.log();
+                let lines: Vec<&str> = log.lines().collect();
+                let tail = lines[lines.len().saturating_sub(200)..].join("\n");
+                eprintln!("the daemon {state}; the end of its log:\n{tail}");
+            }
             // A stop first, so its warm sandboxes go with it (bounded), then the kill.
             let pid = nix::unistd::Pid::from_raw(c.id() as i32);
             let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
