@@ -222,3 +222,60 @@ fn no_report_is_internal() {
     let o = Outcome::default();
     assert_eq!(status_reason(&o).0, Status::Internal);
 }
+
+/// What is left of a job after its end record gets [`END_GRACE`] to end by itself, but
+/// never runs past the job's wall clock: with the wall clock 5 ms away it is killed at
+/// 5 ms, not at the grace's 50; with the wall clock far away, at the grace. Tokio's paused
+/// clock makes both times exact (nothing is raced); the process that would go on is a real
+/// `sleep`, in a real (empty) job cgroup, as `settle` kills through both.
+#[tokio::test(start_paused = true)]
+async fn what_remains_of_a_job_ends_at_the_grace_or_its_wall_clock_whichever_comes_first() {
+    use crate::sandbox::cgroup::{CgroupHost, CgroupLimits};
+    let test = "what_remains_of_a_job_ends_at_the_grace_or_its_wall_clock_whichever_comes_first";
+    if !nix::unistd::geteuid().is_root() {
+        crate::test_skips::skipped(test, "it needs root to create a job cgroup");
+        return;
+    }
+    let parent = std::env::var_os("OPENVIBE_TEST_CGROUP_PARENT").map(std::path::PathBuf::from);
+    let host = CgroupHost::detect(parent.as_deref())
+        .unwrap_or_else(|e| panic!("cgroup detection failed on this root host: {e}"));
+    let limits = CgroupLimits {
+        mem_bytes: 64 << 20,
+        pids_max: 16,
+    };
+    for (wall_left, ends_at) in [
+        (Duration::from_millis(5), Duration::from_millis(5)),
+        (Duration::from_secs(10), END_GRACE),
+    ] {
+        let name = format!(
+            "suptest-{}-grace-{}",
+            std::process::id(),
+            wall_left.as_millis()
+        );
+        let cgroup = host
+            .create_job(&name, &limits)
+            .unwrap_or_else(|e| panic!("create {name}: {e}"));
+        let child = tokio::process::Command::new("sleep")
+            .arg("30")
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn sleep");
+        let pid = nix::unistd::Pid::from_raw(child.id().expect("a pid") as i32);
+        let began = tokio::time::Instant::now();
+        let remains = Remains {
+            rest: Some((child, tokio::spawn(async {}))),
+            deadline: began + wall_left,
+        };
+        remains.settle(&cgroup).await.expect("settle");
+        assert_eq!(began.elapsed(), ends_at, "wall clock {wall_left:?} away");
+        // Killed and reaped: the pid names no process of ours any more.
+        assert_eq!(
+            nix::sys::signal::kill(pid, None),
+            Err(nix::errno::Errno::ESRCH),
+            "the process that went on is gone"
+        );
+        cgroup
+            .remove()
+            .unwrap_or_else(|e| panic!("remove {name}: {e}"));
+    }
+}
