@@ -361,26 +361,33 @@ impl Daemon {
 impl Drop for Daemon {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
+            // Reaps it if it has exited: from then on its pid is no longer ours to signal.
+            let exited = c.try_wait().ok().flatten();
             if std::thread::panicking() {
                 // A failed test: whether the daemon was still alive, and what it logged.
-                let state = match c.try_wait() {
-                    Ok(Some(status)) => format!("had exited ({status})"),
-                    _ => "was running".to_string(),
+                let state = match exited {
+                    Some(status) => format!("had exited ({status})"),
+                    None => "was running".to_string(),
                 };
                 let log = self.log();
                 let lines: Vec<&str> = log.lines().collect();
                 let tail = lines[lines.len().saturating_sub(200)..].join("\n");
                 eprintln!("the daemon {state}; the end of its log:\n{tail}");
             }
-            // A stop first, so its warm sandboxes go with it (bounded), then the kill.
-            let pid = nix::unistd::Pid::from_raw(c.id() as i32);
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-            let started = Instant::now();
-            while matches!(c.try_wait(), Ok(None)) && started.elapsed() < Duration::from_secs(5) {
-                std::thread::sleep(Duration::from_millis(20));
+            if exited.is_none() {
+                // A stop first, so its warm sandboxes go with it (bounded), then the kill.
+                // Not reaped yet, so the pid is still this child's (a zombie at worst).
+                let pid = nix::unistd::Pid::from_raw(c.id() as i32);
+                let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+                let started = Instant::now();
+                while matches!(c.try_wait(), Ok(None)) && started.elapsed() < Duration::from_secs(5)
+                {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                // std's kill signals nothing once the child is reaped.
+                let _ = c.kill();
+                let _ = c.wait();
             }
-            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = c.wait();
         }
         // After the daemon, which holds files on it; before the folder is removed.
         self.tmpfs.take();
