@@ -388,6 +388,17 @@ async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
 }
 
+/// A pool of two job slots whose warmer holds every teardown until let go, started and
+/// with two sandboxes ready.
+async fn two_ready_with_teardowns_held() -> Arc<Pool<FakeWarmer>> {
+    let mut warmer = FakeWarmer::default();
+    warmer.hold_teardowns();
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    pool
+}
+
 /// Every sandbox the warmer has made so far dies (its init stage "ends").
 fn kill_every_sandbox_made(pool: &Pool<FakeWarmer>) {
     let flags = pool.warmer.flags.lock().unwrap_or_else(|p| p.into_inner());
@@ -405,11 +416,7 @@ fn accounted(pool: &Pool<FakeWarmer>) -> bool {
 
 #[tokio::test]
 async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
-    let mut warmer = FakeWarmer::default();
-    warmer.hold_teardowns();
-    let pool = pool_of(warmer, settings(), 2);
-    pool.start();
-    until("two ready", || pool.info().ready == 2).await;
+    let pool = two_ready_with_teardowns_held().await;
     kill_every_sandbox_made(&pool);
     assert!(pool.take_ready(deny(128 * MIB)).is_none());
     // Their teardown is held: they are out of `ready` and shown as stopping meanwhile,
@@ -428,11 +435,7 @@ async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
 
 #[tokio::test]
 async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
-    let mut warmer = FakeWarmer::default();
-    warmer.hold_teardowns();
-    let pool = pool_of(warmer, settings(), 2);
-    pool.start();
-    until("two ready", || pool.info().ready == 2).await;
+    let pool = two_ready_with_teardowns_held().await;
     kill_every_sandbox_made(&pool);
     // Every job slot taken: the refill makes no other sandbox whose teardown (held too)
     // would keep the shutdown waiting for another reason.
@@ -474,11 +477,7 @@ async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
 
 #[tokio::test]
 async fn a_drain_shows_its_sandboxes_stopping_until_torn_down() {
-    let mut warmer = FakeWarmer::default();
-    warmer.hold_teardowns();
-    let pool = pool_of(warmer, settings(), 2);
-    pool.start();
-    until("two ready", || pool.info().ready == 2).await;
+    let pool = two_ready_with_teardowns_held().await;
     let drain = {
         let pool = pool.clone();
         let mut off = settings();
