@@ -450,11 +450,8 @@ impl Journal {
     pub fn get(&self, job_id: &str) -> Result<Option<Entry>, JournalError> {
         let conn = self.conn();
         let row: Option<(String, Option<String>)> = conn
-            .query_row(
-                "SELECT state, result FROM jobs WHERE job_id = ?1",
-                params![job_id],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .prepare_cached("SELECT state, result FROM jobs WHERE job_id = ?1")?
+            .query_row(params![job_id], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()?;
         match row {
             None => Ok(None),
@@ -476,16 +473,17 @@ impl Journal {
         accepted_ms: i64,
     ) -> Result<(), JournalError> {
         let conn = self.writable()?;
-        let n = conn.execute(
-            "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
+        let n = conn
+            .prepare_cached(
+                "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
              VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
              ON CONFLICT(job_id) DO UPDATE SET
                  run_id = excluded.run_id, accepted_ms = excluded.accepted_ms,
                  tool = excluded.tool, net = excluded.net, state = 'queued',
                  status = NULL, reason = NULL, result = NULL, finished_ms = NULL
              WHERE jobs.state = 'done' AND jobs.status = 'rejected'",
-            params![job_id, run_id, tool, net.as_str(), accepted_ms],
-        )?;
+            )?
+            .execute(params![job_id, run_id, tool, net.as_str(), accepted_ms])?;
         if n == 1 {
             self.committed(conn)
         } else {
@@ -574,17 +572,18 @@ fn finish_in(
     now: i64,
 ) -> Result<usize, JournalError> {
     let text = serde_json::to_string(result)?;
-    Ok(conn.execute(
-        "UPDATE jobs SET state = 'done', status = ?2, reason = ?3, result = ?4, finished_ms = ?5
-         WHERE job_id = ?1 AND state = 'queued'",
-        params![
+    Ok(conn
+        .prepare_cached(
+            "UPDATE jobs SET state = 'done', status = ?2, reason = ?3, result = ?4, finished_ms = ?5
+             WHERE job_id = ?1 AND state = 'queued'",
+        )?
+        .execute(params![
             job_id,
             result.status.as_str(),
             result.reason_str(),
             text,
             now
-        ],
-    )?)
+        ])?)
 }
 
 /// The result of a job the daemon accepted but never ended because it stopped.
