@@ -476,12 +476,12 @@ impl Journal {
         let n = conn
             .prepare_cached(
                 "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
-             VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
-             ON CONFLICT(job_id) DO UPDATE SET
-                 run_id = excluded.run_id, accepted_ms = excluded.accepted_ms,
-                 tool = excluded.tool, net = excluded.net, state = 'queued',
-                 status = NULL, reason = NULL, result = NULL, finished_ms = NULL
-             WHERE jobs.state = 'done' AND jobs.status = 'rejected'",
+                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
+                 ON CONFLICT(job_id) DO UPDATE SET
+                     run_id = excluded.run_id, accepted_ms = excluded.accepted_ms,
+                     tool = excluded.tool, net = excluded.net, state = 'queued',
+                     status = NULL, reason = NULL, result = NULL, finished_ms = NULL
+                 WHERE jobs.state = 'done' AND jobs.status = 'rejected'",
             )?
             .execute(params![job_id, run_id, tool, net.as_str(), accepted_ms])?;
         if n == 1 {
