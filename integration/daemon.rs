@@ -200,6 +200,19 @@ impl Daemon {
         std::fs::read_to_string(self.dir.path().join("daemon.log")).unwrap_or_default()
     }
 
+    /// Waits (bounded) until the daemon's log holds `needle`.
+    fn wait_log(&self, needle: &str, within: Duration) {
+        let started = Instant::now();
+        while !self.log().contains(needle) {
+            assert!(
+                started.elapsed() < within,
+                "no log line with {needle:?} within {within:?}: {}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     fn pid(&self) -> i32 {
         self.child.as_ref().expect("running").id() as i32
     }
@@ -1328,7 +1341,8 @@ fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
         assert!(started.elapsed() < Duration::from_secs(5), "not made again");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert!(d.log().contains("jobs folder was removed"), "{}", d.log());
+    // The folder is made a moment before the line is written: wait for the line too.
+    d.wait_log("jobs folder was removed", Duration::from_secs(5));
 
     // Something that is not a folder in its place: not ready, and why.
     std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
