@@ -40,7 +40,8 @@
 //!      `/sys/fs/cgroup/openvibe-skill-runner`, the runner moved (alone) into its leaf
 //!      `supervisor-<pid>` (a runner in the root cgroup stays there), jobs in `jobs/`. The
 //!      root must enable memory and pids for its children; with no systemd to do it, the
-//!      runner adds them (never removes). Empty leaves of runners gone are removed.
+//!      runner adds them (never removes). Empty leaves of runners gone are removed; a
+//!      runner whose leaf such a cleanup took before its move makes it again.
 //!
 //! Every failure says which step failed and what to change (`CgroupError::fix`).
 //!

@@ -1061,6 +1061,85 @@ fn v2_below_the_root_removes_empty_leaves_of_runners_gone_and_keeps_busy_ones() 
     assert!(parent.join("supervisor-1002").exists(), "busy: kept");
 }
 
+/// A kernel whose `supervisor-*` leaf is removed right before the runner's move, as
+/// another runner's cleanup of empty leaves does when it starts in that instant: `times`
+/// times.
+#[derive(Debug)]
+struct LeafTakenBeforeTheMove {
+    kernel: Arc<FakeKernel>,
+    times: Mutex<u32>,
+}
+
+impl Kernel for LeafTakenBeforeTheMove {
+    fn mkdir(&self, path: &Path) -> io::Result<()> {
+        self.kernel.mkdir(path)
+    }
+    fn rmdir(&self, path: &Path) -> io::Result<()> {
+        self.kernel.rmdir(path)
+    }
+    fn write(&self, path: &Path, value: &str) -> io::Result<()> {
+        let into_leaf = path.ends_with("cgroup.procs")
+            && path
+                .parent()
+                .and_then(|d| d.file_name())
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(SUPERVISOR_LEAF_PREFIX));
+        let mut times = self.times.lock().expect("lock");
+        if into_leaf && *times > 0 {
+            *times -= 1;
+            let leaf = path.parent().expect("leaf");
+            self.kernel.rmdir(leaf).expect("the other runner's rmdir");
+        }
+        drop(times);
+        self.kernel.write(path, value)
+    }
+    fn kill_listed(&self, pid: i32, files: &[PathBuf]) -> io::Result<()> {
+        self.kernel.kill_listed(pid, files)
+    }
+}
+
+fn detect_with_leaf_taken(fake: &FakeHost, times: u32) -> Result<CgroupHost, CgroupError> {
+    detect_at(
+        &HostView {
+            mountinfo: &fake.mountinfo,
+            self_cgroup: &fake.self_cgroup,
+            fs_root: fake.root(),
+            self_pid: OWN_PID,
+            parent_override: None,
+            systemd: None,
+        },
+        Arc::new(LeafTakenBeforeTheMove {
+            kernel: fake.kernel.clone(),
+            times: Mutex::new(times),
+        }),
+    )
+}
+
+#[test]
+fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
+    // Twice removed: the runner still ends up in its leaf, and only there.
+    let fake = FakeHost::v2_session();
+    let host = detect_with_leaf_taken(&fake, 2).expect("detect");
+    let parent = fake.cg("openvibe-skill-runner");
+    let leaf = parent.join(format!("supervisor-{OWN_PID}"));
+    assert_eq!(read(&leaf.join("cgroup.procs")), OWN_PID.to_string());
+    assert!(described(&host, "placement").contains(&format!("supervisor-{OWN_PID}")));
+    assert_eq!(
+        read(&fake.cg("user.slice/user-0.slice/session-1.scope/cgroup.procs")),
+        "777",
+        "the shell stays where it was"
+    );
+
+    // Removed at every attempt: bounded, and the error names the file.
+    let fake = FakeHost::v2_session();
+    let err = detect_with_leaf_taken(&fake, u32::MAX).expect_err("never in place");
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("supervisor-{OWN_PID}/cgroup.procs")),
+        "{text}"
+    );
+}
+
 #[test]
 fn v2_login_session_under_systemd_asks_for_a_delegated_scope() {
     let fake = FakeHost::v2_session().with_systemd();

@@ -271,11 +271,27 @@ fn place_below_root(
     if move_from.is_some() {
         remove_stale_leaves(&parent, kernel);
         let leaf = parent.join(format!("{SUPERVISOR_LEAF_PREFIX}{}", view.self_pid));
-        create_parent(kernel, &leaf)?;
         let procs = leaf.join("cgroup.procs");
-        kernel
-            .write(&procs, &view.self_pid.to_string())
-            .map_err(|err| io_error("move the runner into", &procs, err))?;
+        // Until the move, the leaf is empty, and another runner starting this instant
+        // removes the empty leaves it finds (remove_stale_leaves): the write then finds the
+        // leaf gone (ENOENT) or on its way out (ENODEV). The leaf is made again; once the
+        // runner is in it, no rmdir can take it.
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            create_parent(kernel, &leaf)?;
+            match kernel.write(&procs, &view.self_pid.to_string()) {
+                Ok(()) => break,
+                Err(err)
+                    if attempts < LEAF_ATTEMPTS
+                        && matches!(err.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) =>
+                {
+                    tracing::debug!(leaf = %leaf.display(), error = %err,
+                        "the runner's leaf went before the move (another runner's cleanup); made again");
+                }
+                Err(err) => return Err(io_error("move the runner into", &procs, err)),
+            }
+        }
         placement.push_str(&format!(
             ", runner moved into {SUPERVISOR_LEAF_PREFIX}{}/",
             view.self_pid
@@ -287,7 +303,13 @@ fn place_below_root(
     Ok((jobs, placement))
 }
 
-/// Empty `supervisor-<pid>` leaves of runners that have exited; a busy one stays.
+/// How many times a runner makes its `supervisor-<pid>` leaf again when another runner's
+/// cleanup removed it before the move (each time needs another runner starting then).
+const LEAF_ATTEMPTS: u32 = 8;
+
+/// Empty `supervisor-<pid>` leaves: those of runners that have exited, and, for an
+/// instant, one a runner starting now has not moved into yet (that runner makes it again).
+/// A busy one stays.
 fn remove_stale_leaves(parent: &Path, kernel: &dyn Kernel) {
     let Ok(entries) = fs::read_dir(parent) else {
         return;
