@@ -1063,27 +1063,36 @@ fn v2_below_the_root_removes_empty_leaves_of_runners_gone_and_keeps_busy_ones() 
 
 /// A kernel whose `supervisor-*` leaf is removed right before the runner's move, as
 /// another runner's cleanup of empty leaves does when it starts in that instant: `times`
-/// times.
+/// times; and whose first `held` mkdirs of it find the name still held by a leaf on its
+/// way out (EEXIST, no folder to see).
 #[derive(Debug)]
 struct LeafTakenBeforeTheMove {
     kernel: Arc<FakeKernel>,
     times: Mutex<u32>,
+    held: Mutex<u32>,
+}
+
+fn is_leaf(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .is_some_and(|n| n.starts_with(SUPERVISOR_LEAF_PREFIX))
 }
 
 impl Kernel for LeafTakenBeforeTheMove {
     fn mkdir(&self, path: &Path) -> io::Result<()> {
+        let mut held = self.held.lock().expect("lock");
+        if is_leaf(path) && *held > 0 && !path.exists() {
+            *held -= 1;
+            return Err(os_err(libc::EEXIST));
+        }
+        drop(held);
         self.kernel.mkdir(path)
     }
     fn rmdir(&self, path: &Path) -> io::Result<()> {
         self.kernel.rmdir(path)
     }
     fn write(&self, path: &Path, value: &str) -> io::Result<()> {
-        let into_leaf = path.ends_with("cgroup.procs")
-            && path
-                .parent()
-                .and_then(|d| d.file_name())
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(SUPERVISOR_LEAF_PREFIX));
+        let into_leaf = path.ends_with("cgroup.procs") && path.parent().is_some_and(is_leaf);
         let mut times = self.times.lock().expect("lock");
         if into_leaf && *times > 0 {
             *times -= 1;
@@ -1098,7 +1107,11 @@ impl Kernel for LeafTakenBeforeTheMove {
     }
 }
 
-fn detect_with_leaf_taken(fake: &FakeHost, times: u32) -> Result<CgroupHost, CgroupError> {
+fn detect_with_leaf_taken(
+    fake: &FakeHost,
+    times: u32,
+    held: u32,
+) -> Result<CgroupHost, CgroupError> {
     detect_at(
         &HostView {
             mountinfo: &fake.mountinfo,
@@ -1111,15 +1124,17 @@ fn detect_with_leaf_taken(fake: &FakeHost, times: u32) -> Result<CgroupHost, Cgr
         Arc::new(LeafTakenBeforeTheMove {
             kernel: fake.kernel.clone(),
             times: Mutex::new(times),
+            held: Mutex::new(held),
         }),
     )
 }
 
 #[test]
 fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
-    // Twice removed: the runner still ends up in its leaf, and only there.
+    // Twice removed, and its name once still held: the runner still ends up in its
+    // leaf, and only there.
     let fake = FakeHost::v2_session();
-    let host = detect_with_leaf_taken(&fake, 2).expect("detect");
+    let host = detect_with_leaf_taken(&fake, 2, 1).expect("detect");
     let parent = fake.cg("openvibe-skill-runner");
     let leaf = parent.join(format!("supervisor-{OWN_PID}"));
     assert_eq!(read(&leaf.join("cgroup.procs")), OWN_PID.to_string());
@@ -1132,12 +1147,17 @@ fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
 
     // Removed at every attempt: bounded, and the error names the file.
     let fake = FakeHost::v2_session();
-    let err = detect_with_leaf_taken(&fake, u32::MAX).expect_err("never in place");
+    let err = detect_with_leaf_taken(&fake, u32::MAX, 0).expect_err("never in place");
     let text = err.to_string();
     assert!(
         text.contains(&format!("supervisor-{OWN_PID}/cgroup.procs")),
         "{text}"
     );
+    // Its name held at every attempt: bounded too, and the error names the leaf.
+    let fake = FakeHost::v2_session();
+    let err = detect_with_leaf_taken(&fake, 0, u32::MAX).expect_err("never made");
+    let text = err.to_string();
+    assert!(text.contains(&format!("supervisor-{OWN_PID}")), "{text}");
 }
 
 #[test]

@@ -273,23 +273,37 @@ fn place_below_root(
         let leaf = parent.join(format!("{SUPERVISOR_LEAF_PREFIX}{}", view.self_pid));
         let procs = leaf.join("cgroup.procs");
         // Until the move, the leaf is empty, and another runner starting this instant
-        // removes the empty leaves it finds (remove_stale_leaves): the write then finds the
-        // leaf gone (ENOENT) or on its way out (ENODEV). The leaf is made again; once the
-        // runner is in it, no rmdir can take it.
+        // removes the empty leaves it finds (remove_stale_leaves): the move then finds the
+        // leaf gone (ENOENT) or on its way out (ENODEV), or the mkdir finds its name still
+        // taken by it (EEXIST, not yet a folder one can see). The leaf is made again; once
+        // the runner is in it, no rmdir can take it.
         let mut attempts = 0;
         loop {
             attempts += 1;
-            create_parent(kernel, &leaf)?;
-            match kernel.write(&procs, &view.self_pid.to_string()) {
+            let step = match kernel.mkdir(&leaf) {
+                Err(err) if !(err.raw_os_error() == Some(libc::EEXIST) && leaf.is_dir()) => {
+                    Err(("create", &leaf, err))
+                }
+                _ => kernel
+                    .write(&procs, &view.self_pid.to_string())
+                    .map_err(|err| ("move the runner into", &procs, err)),
+            };
+            match step {
                 Ok(()) => break,
-                Err(err)
+                Err((_, _, err))
                     if attempts < LEAF_ATTEMPTS
-                        && matches!(err.raw_os_error(), Some(libc::ENOENT | libc::ENODEV)) =>
+                        && matches!(
+                            err.raw_os_error(),
+                            Some(libc::ENOENT | libc::ENODEV | libc::EEXIST)
+                        ) =>
                 {
                     tracing::debug!(leaf = %leaf.display(), error = %err,
                         "the runner's leaf went before the move (another runner's cleanup); made again");
+                    // A leaf on its way out may still hold its name for a moment: a short
+                    // wait, longer each time (28 ms at most in all), lets its rmdir end.
+                    std::thread::sleep(std::time::Duration::from_millis(u64::from(attempts)));
                 }
-                Err(err) => return Err(io_error("move the runner into", &procs, err)),
+                Err((what, path, err)) => return Err(io_error(what, path, err)),
             }
         }
         placement.push_str(&format!(
