@@ -564,3 +564,17 @@ pub fn init_of_build_under(
         .expect("read what is left of the plan");
     (status, reports, left)
 }
+
+/// Waits up to `timeout` for `f` to hold.
+pub fn wait_for(timeout: std::time::Duration, f: impl Fn() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if f() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -202,15 +202,11 @@ impl Daemon {
 
     /// Waits (bounded) until the daemon's log holds `needle`.
     fn wait_log(&self, needle: &str, within: Duration) {
-        let started = Instant::now();
-        while !self.log().contains(needle) {
-            assert!(
-                started.elapsed() < within,
-                "no log line with {needle:?} within {within:?}: {}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        assert!(
+            wait_for(within, || self.log().contains(needle)),
+            "no log line with {needle:?} within {within:?}: {}",
+            self.log()
+        );
     }
 
     fn pid(&self) -> i32 {

@@ -990,20 +990,6 @@ pub fn node_in(ns: &str, script: &str, args: &[&str]) -> Value {
     })
 }
 
-/// Waits up to `timeout` for `f` to hold.
-pub fn wait_for(timeout: Duration, f: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if f() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 // ---- the policy the runner under test gets ----------------------------------------------------
 
 /// The shipped `policies/egress.toml` with its `[[deny]] 203.0.113.0/24` entry removed, so that
