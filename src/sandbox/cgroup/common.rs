@@ -199,9 +199,14 @@ pub(crate) fn override_cgroup_path(
 
 /// mkdir a parent the runner owns; one that exists already is the runner's from before.
 pub(crate) fn create_parent(kernel: &dyn Kernel, dir: &Path) -> Result<(), CgroupError> {
+    mkdir_or_existing(kernel, dir).map_err(|err| io_error("create", dir, err))
+}
+
+/// mkdir, where a folder already there is as good as a new one (the kernel's error kept,
+/// for a caller that decides by it).
+pub(crate) fn mkdir_or_existing(kernel: &dyn Kernel, dir: &Path) -> std::io::Result<()> {
     match kernel.mkdir(dir) {
-        Ok(()) => Ok(()),
         Err(err) if err.raw_os_error() == Some(libc::EEXIST) && dir.is_dir() => Ok(()),
-        Err(err) => Err(io_error("create", dir, err)),
+        made => made,
     }
 }

@@ -1064,12 +1064,13 @@ fn v2_below_the_root_removes_empty_leaves_of_runners_gone_and_keeps_busy_ones() 
 /// A kernel whose `supervisor-*` leaf is removed right before the runner's move, as
 /// another runner's cleanup of empty leaves does when it starts in that instant: `times`
 /// times; and whose first `held` mkdirs of it find the name still held by a leaf on its
-/// way out (EEXIST, no folder to see).
+/// way out (EEXIST, no folder to see); `refused`: the move into it fails for good (EPERM).
 #[derive(Debug)]
 struct LeafTakenBeforeTheMove {
     kernel: Arc<FakeKernel>,
     times: Mutex<u32>,
     held: Mutex<u32>,
+    refused: bool,
 }
 
 fn is_leaf(path: &Path) -> bool {
@@ -1100,6 +1101,9 @@ impl Kernel for LeafTakenBeforeTheMove {
             self.kernel.rmdir(leaf).expect("the other runner's rmdir");
         }
         drop(times);
+        if into_leaf && self.refused {
+            return Err(os_err(libc::EPERM));
+        }
         self.kernel.write(path, value)
     }
     fn kill_listed(&self, pid: i32, files: &[PathBuf]) -> io::Result<()> {
@@ -1111,6 +1115,7 @@ fn detect_with_leaf_taken(
     fake: &FakeHost,
     times: u32,
     held: u32,
+    refused: bool,
 ) -> Result<CgroupHost, CgroupError> {
     detect_at(
         &HostView {
@@ -1125,6 +1130,7 @@ fn detect_with_leaf_taken(
             kernel: fake.kernel.clone(),
             times: Mutex::new(times),
             held: Mutex::new(held),
+            refused,
         }),
     )
 }
@@ -1134,7 +1140,7 @@ fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
     // Twice removed, and its name once still held: the runner still ends up in its
     // leaf, and only there.
     let fake = FakeHost::v2_session();
-    let host = detect_with_leaf_taken(&fake, 2, 1).expect("detect");
+    let host = detect_with_leaf_taken(&fake, 2, 1, false).expect("detect");
     let parent = fake.cg("openvibe-skill-runner");
     let leaf = parent.join(format!("supervisor-{OWN_PID}"));
     assert_eq!(read(&leaf.join("cgroup.procs")), OWN_PID.to_string());
@@ -1147,7 +1153,7 @@ fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
 
     // Removed at every attempt: bounded, and the error names the file.
     let fake = FakeHost::v2_session();
-    let err = detect_with_leaf_taken(&fake, u32::MAX, 0).expect_err("never in place");
+    let err = detect_with_leaf_taken(&fake, u32::MAX, 0, false).expect_err("never in place");
     let text = err.to_string();
     assert!(
         text.contains(&format!("supervisor-{OWN_PID}/cgroup.procs")),
@@ -1155,9 +1161,19 @@ fn v2_below_the_root_a_leaf_removed_before_the_move_is_made_again() {
     );
     // Its name held at every attempt: bounded too, and the error names the leaf.
     let fake = FakeHost::v2_session();
-    let err = detect_with_leaf_taken(&fake, 0, u32::MAX).expect_err("never made");
+    let err = detect_with_leaf_taken(&fake, 0, u32::MAX, false).expect_err("never made");
     let text = err.to_string();
     assert!(text.contains(&format!("supervisor-{OWN_PID}")), "{text}");
+
+    // A move the kernel refuses for good: no retry, and the empty leaf is not left.
+    let fake = FakeHost::v2_session();
+    let err = detect_with_leaf_taken(&fake, 0, 0, true).expect_err("refused");
+    assert!(err.to_string().contains("move the runner into"), "{err}");
+    let leaf = fake.cg(&format!("openvibe-skill-runner/supervisor-{OWN_PID}"));
+    assert!(
+        !leaf.exists(),
+        "the leaf the runner never got into is removed"
+    );
 }
 
 #[test]

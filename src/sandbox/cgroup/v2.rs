@@ -1,6 +1,8 @@
 //! cgroup v2: one unified hierarchy; a job is one cgroup under the runner's parent.
 
-use super::common::{create_parent, override_cgroup_path, CgroupMount, HostView, SelfCgroup};
+use super::common::{
+    create_parent, mkdir_or_existing, override_cgroup_path, CgroupMount, HostView, SelfCgroup,
+};
 use super::{
     io_error, parse_pids, read_keyed, read_names, read_u64, wait_until, Backend, CgroupError,
     CgroupLimits, CgroupStats, CgroupVersion, Kernel, FREEZE_TIMEOUT, JOBS_NAME, PARENT_NAME,
@@ -280,14 +282,13 @@ fn place_below_root(
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let step = match kernel.mkdir(&leaf) {
-                Err(err) if !(err.raw_os_error() == Some(libc::EEXIST) && leaf.is_dir()) => {
-                    Err(("create", &leaf, err))
-                }
-                _ => kernel
-                    .write(&procs, &view.self_pid.to_string())
-                    .map_err(|err| ("move the runner into", &procs, err)),
-            };
+            let step = mkdir_or_existing(kernel, &leaf)
+                .map_err(|err| ("create", &leaf, err))
+                .and_then(|()| {
+                    kernel
+                        .write(&procs, &view.self_pid.to_string())
+                        .map_err(|err| ("move the runner into", &procs, err))
+                });
             match step {
                 Ok(()) => break,
                 Err((_, _, err))
@@ -303,7 +304,12 @@ fn place_below_root(
                     // wait, longer each time (28 ms at most in all), lets its rmdir end.
                     std::thread::sleep(std::time::Duration::from_millis(u64::from(attempts)));
                 }
-                Err((what, path, err)) => return Err(io_error(what, path, err)),
+                Err((what, path, err)) => {
+                    // The runner is not in it: the empty leaf goes now rather than at the
+                    // next runner's start (an rmdir that fails leaves it to that one).
+                    let _ = kernel.rmdir(&leaf);
+                    return Err(io_error(what, path, err));
+                }
             }
         }
         placement.push_str(&format!(
