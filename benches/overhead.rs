@@ -1,7 +1,7 @@
 //! The sandbox's cost, measured against bare Node in the same run (the machine is shared
 //! and noisy, so only ratios mean anything). Run as root: `cargo bench --bench overhead`
-//! (N=200 by default; `OVERHEAD_N=50` for a quick look). It builds the release binary
-//! first through cargo. `OVERHEAD_BASE_BIN=<another openvibe-skill-runner>` (say, a build
+//! (N=200 by default; `OVERHEAD_N=50` for a quick look). It runs the release binary cargo
+//! builds for it. `OVERHEAD_BASE_BIN=<another openvibe-skill-runner>` (say, a build
 //! of an older commit) adds that binary's `run-job`, interleaved with the others, and the
 //! ratio of the two: a before/after comparison the machine's drift between runs cannot skew.
 //!
@@ -32,15 +32,12 @@ use std::time::{Duration, Instant};
 const TOOL: &str = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>{const i=JSON.parse(d);process.stdout.write(JSON.stringify({words:i.text.split(/\\s+/).filter(Boolean).length}))});";
 const INPUT: &str = r#"{"text":"the quick brown fox jumps over the lazy dog"}"#;
 
+/// The runner cargo built for this run (with its init stage beside it): with `cargo bench`,
+/// the release binary as shipped; under `cargo test --all-targets`, the test build's.
+/// Never a `cargo build` of its own: a cargo run inside cargo's runs the build scripts
+/// again in another environment, and the next build then rebuilds their crates.
 fn bin() -> PathBuf {
-    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let status = Command::new("cargo")
-        .args(["build", "--release", "--quiet"])
-        .current_dir(&root)
-        .status()
-        .expect("cargo build");
-    assert!(status.success(), "cargo build --release failed");
-    root.join("target/release/openvibe-skill-runner")
+    PathBuf::from(env!("CARGO_BIN_EXE_openvibe-skill-runner"))
 }
 
 /// The job's Node command line without the sandbox, for the flagged baseline: the same
