@@ -180,7 +180,7 @@ impl Targets {
             .map_or(0, |t| t.1)
     }
 
-    /// The first shape with fewer sandboxes (ready and starting) than it should have.
+    /// The first shape with fewer sandboxes than it should have (`have` counts them).
     pub fn missing(&self, have: &dyn Fn(Shape) -> usize) -> Option<Shape> {
         self.0
             .iter()
@@ -443,14 +443,9 @@ impl<W: Warmer> Pool<W> {
                 for i in stale(&ages, &targets, max_age).into_iter().rev() {
                     out.push(st.ready.swap_remove(i));
                 }
-                let have = |shape: Shape| {
-                    st.ready.iter().filter(|s| s.shape() == shape).count()
-                        + usize::from(st.starting == Some(shape))
-                };
+                // Nothing is starting here: only this task makes sandboxes.
+                let have = |shape: Shape| st.ready.iter().filter(|s| s.shape() == shape).count();
                 let next = targets.missing(&have);
-                if next.is_some() && self.slots.available_permits() > 0 && !st.closed {
-                    st.starting = next;
-                }
                 // When the oldest left comes of age.
                 let oldest = st.ready.iter().map(Held::age).max().unwrap_or_default();
                 (
@@ -465,7 +460,15 @@ impl<W: Warmer> Pool<W> {
                 self.idle(IDLE_CHECK.min(expiry)).await;
                 continue;
             };
-            if self.slots.available_permits() == 0 {
+            // Decided with the discards done, under the lock `info` reads `starting` with:
+            // a warm-up shows as starting exactly while it runs.
+            let go = {
+                let mut st = self.state();
+                let go = self.slots.available_permits() > 0 && !st.closed;
+                st.starting = go.then_some(shape);
+                go
+            };
+            if !go {
                 // Every slot runs a job: their CPU comes first.
                 self.idle(BUSY_CHECK).await;
                 continue;

@@ -28,7 +28,12 @@ struct Fake {
     live: Arc<AtomicUsize>,
     /// Its teardown waits for a permit here (the warmer's `teardowns`).
     teardowns: Arc<Semaphore>,
+    /// The warmer's `slot_taker`.
+    slot_taker: SlotTaker,
 }
+
+/// Job slots the next teardown takes one of (and keeps), as a job starting then would.
+type SlotTaker = Arc<Mutex<Option<Arc<Semaphore>>>>;
 
 impl Held for Fake {
     fn shape(&self) -> Shape {
@@ -46,9 +51,16 @@ impl Held for Fake {
     fn discard(self) -> impl Future<Output = ()> + Send + 'static {
         let live = self.live.clone();
         let teardowns = self.teardowns.clone();
+        let taker = self.slot_taker.clone();
         async move {
             if let Ok(permit) = teardowns.acquire().await {
                 permit.forget();
+            }
+            let slots = taker.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(slots) = slots {
+                if let Ok(permit) = slots.acquire().await {
+                    permit.forget();
+                }
             }
             live.fetch_sub(1, Ordering::SeqCst);
         }
@@ -65,6 +77,7 @@ struct FakeWarmer {
     /// The `alive` flag of every sandbox made, in order.
     flags: Mutex<Vec<Arc<AtomicBool>>>,
     uids: usize,
+    slot_taker: SlotTaker,
 }
 
 impl Default for FakeWarmer {
@@ -77,6 +90,7 @@ impl Default for FakeWarmer {
             delay_ms: AtomicU64::default(),
             flags: Mutex::default(),
             uids: 0,
+            slot_taker: SlotTaker::default(),
         }
     }
 }
@@ -100,6 +114,7 @@ impl Warmer for FakeWarmer {
         let fail = self.fail.load(Ordering::SeqCst);
         let live = self.live.clone();
         let teardowns = self.teardowns.clone();
+        let slot_taker = self.slot_taker.clone();
         let alive = Arc::new(AtomicBool::new(true));
         if !fail {
             self.made.fetch_add(1, Ordering::SeqCst);
@@ -120,6 +135,7 @@ impl Warmer for FakeWarmer {
                 alive,
                 live,
                 teardowns,
+                slot_taker,
             })
         }
     }
@@ -339,6 +355,43 @@ async fn nothing_is_made_while_every_job_slot_is_taken() {
     pool.slots.add_permits(1);
     until("made once a slot is free", || pool.info().ready == 2).await;
     pool.shutdown().await;
+}
+
+#[tokio::test]
+async fn slots_taken_between_the_refills_checks_leave_nothing_starting() {
+    // One sandbox of one shape, replaced when 100 ms old, one job slot: the stale one's
+    // teardown, which the refill task runs after deciding to make its replacement and
+    // before starting it, takes the slot, as a job starting then would.
+    let mut s = settings();
+    s.warm.shapes = vec![crate::config::WarmShape {
+        mem_bytes: 128 * MIB,
+        count: 1,
+    }];
+    s.warm.learn = 0;
+    s.warm.max_age_ms = 100;
+    let pool = pool_of(FakeWarmer::default(), s, 1);
+    *pool.warmer.slot_taker.lock().expect("taker") = Some(pool.slots.clone());
+    pool.start();
+    until("the slot taken by the stale one's teardown", || {
+        pool.slots.available_permits() == 0 && pool.warmer.live.load(Ordering::SeqCst) == 0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let info = pool.info();
+    assert_eq!(
+        (info.ready, info.starting),
+        (0, 0),
+        "nothing is being made while the slot is taken"
+    );
+    assert_eq!(pool.warmer.made.load(Ordering::SeqCst), 1);
+    // The job ends: the shape is made again (it counted a sandbox being made that was not).
+    pool.slots.add_permits(1);
+    until("the replacement made", || {
+        pool.warmer.made.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
 }
 
 #[tokio::test]
