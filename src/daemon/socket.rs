@@ -7,7 +7,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
 use std::os::fd::AsRawFd as _;
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _, PermissionsExt as _};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -48,10 +48,12 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
     }
-    // Nobody else can connect before the mode is set: connecting needs write permission,
-    // and the umask gives the group and others none at bind time.
+    // The socket is made with its final mode, 0660 (umask 0117), owned by root's group
+    // until the chown below, so nobody else can connect in between; and nothing after the
+    // bind follows a symlink: whoever may write to the socket's directory could put one in
+    // its place, and a chmod or chown through it would hand that file to the socket's group.
     // SAFETY: umask only changes this process's file creation mask.
-    let old = unsafe { libc::umask(0o177) };
+    let old = unsafe { libc::umask(0o117) };
     let listener = UnixListener::bind(path);
     // SAFETY: as above, restoring it.
     unsafe { libc::umask(old) };
@@ -60,13 +62,55 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         None => None,
         Some(g) => Some(resolve_group(g)?),
     };
-    if let Some(gid) = gid {
-        nix::unistd::chown(path, None, Some(nix::unistd::Gid::from_raw(gid)))
-            .map_err(|e| format!("cannot give {} to group {gid}: {e}", path.display()))?;
-    }
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-        .map_err(|e| format!("cannot set the mode of {}: {e}", path.display()))?;
+    give_group(path, gid)?;
     Ok(listener)
+}
+
+/// After the bind: gives the socket at `path` to `gid` (when given) without following a
+/// symlink, and checks that what is there is the socket as it should be: a socket (not a
+/// symlink put in its place), mode 0660, of `gid`.
+fn give_group(path: &Path, gid: Option<u32>) -> Result<(), String> {
+    if let Some(gid) = gid {
+        nix::unistd::fchownat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            None,
+            Some(nix::unistd::Gid::from_raw(gid)),
+            nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+        )
+        .map_err(|e| format!("cannot give {} to group {gid}: {e}", path.display()))?;
+    }
+    let m = std::fs::symlink_metadata(path).map_err(|e| {
+        format!(
+            "cannot inspect the socket just made at {}: {e}",
+            path.display()
+        )
+    })?;
+    let dir = path.parent().unwrap_or(path).display();
+    if !m.file_type().is_socket() {
+        return Err(format!(
+            "{} was replaced by something else right after the daemon made its socket there; \
+             check who may write to {dir}",
+            path.display()
+        ));
+    }
+    if m.mode() & 0o777 != 0o660 {
+        return Err(format!(
+            "the socket {} was made with mode {:o}, not 0660 (a default ACL on {dir}?); \
+             remove it so that the socket's mode alone says who may connect",
+            path.display(),
+            m.mode() & 0o777
+        ));
+    }
+    if let Some(gid) = gid.filter(|&g| m.gid() != g) {
+        return Err(format!(
+            "the socket {} belongs to group {}, not {gid}, right after the daemon gave it; \
+             check who may write to {dir}",
+            path.display(),
+            m.gid()
+        ));
+    }
+    Ok(())
 }
 
 fn resolve_group(g: &str) -> Result<u32, String> {
@@ -237,6 +281,7 @@ async fn serve_connection(stream: UnixStream, jobs: Arc<Jobs>, close: Cancellati
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
 
     fn p(uid: u32, gid: u32, groups: &[u32]) -> Peer {
         Peer {
@@ -271,6 +316,35 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         assert!(bind(&file, None).is_err());
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+
+    #[test]
+    fn a_symlink_in_the_sockets_place_is_neither_followed_nor_taken_for_it() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("secret");
+        std::fs::write(&target, "x").unwrap();
+        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = tmp.path().join("s.sock");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let before = std::fs::metadata(&target).unwrap();
+        // What bind does after its bind, had the symlink been put in the socket's place.
+        let err = give_group(&link, Some(4242)).unwrap_err();
+        assert!(err.contains("replaced"), "{err}");
+        let after = std::fs::metadata(&target).unwrap();
+        assert_eq!(
+            (after.gid(), after.mode()),
+            (before.gid(), before.mode()),
+            "the symlink's target is untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_socket_is_made_0660_and_given_its_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.sock");
+        let _l = bind(&path, Some("4243")).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert_eq!((m.mode() & 0o777, m.gid()), (0o660, 4243));
     }
 
     #[tokio::test]
