@@ -248,6 +248,9 @@ fn expectations() -> Vec<(&'static str, Expect, &'static str)> {
         ("ioctl_tioclinux", Errno(EPERM), "seccomp: TIOCLINUX refused"),
         ("ioctl_tioclinux_high_bits", Errno(EPERM), "seccomp: TIOCLINUX with bit 63 set"),
         ("ioctl_tcgets", Errno(ENOTTY), "contrast: an allowed ioctl reaches the kernel, which answers ENOTTY on a pipe"),
+        ("pipe2_notification", Errno(EPERM), "seccomp: no notification pipe (watch_queue)"),
+        ("setsockopt_attach_filter", Errno(EPERM), "seccomp: no classic BPF on a socket"),
+        ("setsockopt_attach_reuseport_cbpf", Errno(EPERM), "seccomp: no classic BPF for a reuseport group"),
         // Writes through every mount: seccomp's openat/open groups admit no write flag,
         // so EPERM; landlock (no write right) and the read-only mounts stand behind it.
         ("open_creat_skill", Errno(EPERM), "seccomp: O_CREAT|O_WRONLY in /skill (ro bind, landlock read-only)"),

@@ -34,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
+#include <linux/filter.h>
 #include <netinet/in.h>
 #include <linux/io_uring.h>
 #include <linux/keyctl.h>
@@ -682,6 +683,29 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
         TRY("ioctl_tioclinux_high_bits", syscall(SYS_ioctl, 0, (unsigned long)TIOCLINUX | (1UL << 63), &c));
         char t[64];
         TRY("ioctl_tcgets", syscall(SYS_ioctl, 0, (unsigned long)TCGETS, t));
+    }
+
+    /* Kernel attack surface nothing in Node uses: notification pipes (watch_queue) and
+       classic BPF programs attached to a socket. */
+    {
+        int p[2] = {-1, -1};
+        TRY("pipe2_notification", syscall(SYS_pipe2, p, O_EXCL)); /* O_NOTIFICATION_PIPE */
+        int sv[2] = {-1, -1};
+        long r = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv);
+        int e = errno;
+        struct sock_filter accept_all = {0x06 /* BPF_RET|BPF_K */, 0, 0, 0xffffffffu};
+        struct sock_fprog prog = {1, &accept_all};
+        if (r == 0) {
+            TRY("setsockopt_attach_filter",
+                setsockopt(sv[0], SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog));
+            TRY("setsockopt_attach_reuseport_cbpf",
+                setsockopt(sv[0], SOL_SOCKET, SO_ATTACH_REUSEPORT_CBPF, &prog, sizeof prog));
+            close(sv[0]);
+            close(sv[1]);
+        } else {
+            attempt("setsockopt_attach_filter", r, e);
+            attempt("setsockopt_attach_reuseport_cbpf", r, e);
+        }
     }
 
     /* Writes through every mount. */

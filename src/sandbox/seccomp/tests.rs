@@ -691,6 +691,51 @@ fn ioctl_refuses_tiocsti_and_tioclinux_on_the_low_32_bits() {
 }
 
 #[test]
+fn pipe2_refuses_a_notification_pipe_whatever_other_flags() {
+    const O_NOTIFICATION_PIPE: u64 = libc::O_EXCL as u64;
+    let libuv = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
+    for net in NETS {
+        for flags in [O_NOTIFICATION_PIPE, O_NOTIFICATION_PIPE | libuv, u64::MAX] {
+            assert_outcome(
+                net,
+                &format!("pipe2 {flags:#x}"),
+                libc::SYS_pipe2,
+                &[0, flags],
+                EPERM_RET,
+            );
+        }
+        for flags in [0, libuv] {
+            let what = format!("pipe2 {flags:#x}");
+            assert_outcome(net, &what, libc::SYS_pipe2, &[0, flags], RET_ALLOW);
+        }
+    }
+}
+
+#[test]
+fn setsockopt_refuses_classic_bpf_filters_on_the_low_32_bits() {
+    let sol = libc::SOL_SOCKET as u64;
+    for net in NETS {
+        for opt in [libc::SO_ATTACH_FILTER, libc::SO_ATTACH_REUSEPORT_CBPF] {
+            let opt = opt as u64;
+            for high in [0u64, 1 << 32, 0xffff_ffff << 32] {
+                assert_outcome(
+                    net,
+                    &format!("setsockopt {:#x} {:#x}", sol | high, opt | high),
+                    libc::SYS_setsockopt,
+                    &[0, sol | high, opt | high],
+                    EPERM_RET,
+                );
+            }
+        }
+        // Other options, and the same number at another level, reach the kernel.
+        let sndbuf = [0, sol, libc::SO_SNDBUF as u64];
+        assert_outcome(net, "SO_SNDBUF", libc::SYS_setsockopt, &sndbuf, RET_ALLOW);
+        let tcp = [0, libc::IPPROTO_TCP as u64, libc::SO_ATTACH_FILTER as u64];
+        assert_outcome(net, "level TCP, 26", libc::SYS_setsockopt, &tcp, RET_ALLOW);
+    }
+}
+
+#[test]
 fn sockets_follow_the_net_mode() {
     let inet = |family: i32, ty: i32, proto: u64| [family as u64, ty as u64, proto];
     let nonblock = libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
@@ -1329,6 +1374,41 @@ fn probe_deny(p: &mut Probe) {
     );
     let fd = pair[0] as u64;
     p.errno("listen", raw(libc::SYS_listen, &[fd, 1]), libc::EPERM);
+    // A classic BPF program that accepts everything, which the kernel would take.
+    let accept_all = [libc::sock_filter {
+        code: 0x06, // BPF_RET | BPF_K
+        jt: 0,
+        jf: 0,
+        k: u32::MAX,
+    }];
+    let prog = libc::sock_fprog {
+        len: 1,
+        filter: accept_all.as_ptr() as *mut libc::sock_filter,
+    };
+    let prog_ptr = &prog as *const libc::sock_fprog as u64;
+    let prog_len = std::mem::size_of::<libc::sock_fprog>() as u64;
+    let sol = libc::SOL_SOCKET as u64;
+    for (what, opt) in [
+        ("SO_ATTACH_FILTER", libc::SO_ATTACH_FILTER),
+        ("SO_ATTACH_REUSEPORT_CBPF", libc::SO_ATTACH_REUSEPORT_CBPF),
+    ] {
+        let args = [fd, sol, opt as u64, prog_ptr, prog_len];
+        p.errno(what, raw(libc::SYS_setsockopt, &args), libc::EPERM);
+    }
+    let size: libc::c_int = 65536;
+    let size_ptr = &size as *const libc::c_int as u64;
+    let sndbuf = [fd, sol, libc::SO_SNDBUF as u64, size_ptr, 4];
+    p.succeeds("SO_SNDBUF", raw(libc::SYS_setsockopt, &sndbuf));
+    let mut pipe_fds = [0 as libc::c_int; 2];
+    let pipe_ptr = pipe_fds.as_mut_ptr() as u64;
+    let notification = [pipe_ptr, libc::O_EXCL as u64];
+    p.errno(
+        "pipe2 O_NOTIFICATION_PIPE",
+        raw(libc::SYS_pipe2, &notification),
+        libc::EPERM,
+    );
+    let libuv = [pipe_ptr, (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64];
+    p.succeeds("pipe2 as libuv", raw(libc::SYS_pipe2, &libuv));
 
     p.errno("clone3", raw(libc::SYS_clone3, &[0, 0]), libc::ENOSYS);
     p.errno(
