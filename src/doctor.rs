@@ -140,7 +140,7 @@ fn checks(config: &Config) -> Vec<Check> {
             "node",
             true,
             format!(
-                "{} {} ({}; flags {} --allow-fs-read --disallow-code-generation-from-strings)",
+                "{} {} ({}; flags {} --allow-fs-read --disallow-code-generation-from-strings){}",
                 rt.node.display(),
                 rt.version,
                 if rt.pinned {
@@ -148,7 +148,10 @@ fn checks(config: &Config) -> Vec<Check> {
                 } else {
                     "not the pinned binary"
                 },
-                rt.permission_flag()
+                rt.permission_flag(),
+                rt.hardening_gap()
+                    .map(|gap| format!("; warning: {gap}"))
+                    .unwrap_or_default()
             ),
             None,
         )),

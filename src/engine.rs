@@ -176,6 +176,9 @@ impl Engine {
             Some(&state.join("runtime.json")),
         )
         .map_err(layer)?;
+        if let Some(gap) = runtime.hardening_gap() {
+            tracing::warn!(node = %runtime.version, "{gap}");
+        }
         let policy_file = assets::seccomp_policy(&config).map_err(layer)?;
         // Parsed and checked now, so a broken policy stops the start; compiled per net mode
         // when a job first needs it (Filters).

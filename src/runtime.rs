@@ -55,6 +55,20 @@ impl Runtime {
         }
     }
 
+    /// What the preload cannot close on this version (README, Runtime hardening), if
+    /// anything. Accepted versions before Node 22.15 and 23.5 have no synchronous module
+    /// hooks, through which the preload refuses every module URL but `node:` and `/skill`.
+    pub fn hardening_gap(&self) -> Option<&'static str> {
+        let hooks = self.major >= 24
+            || (self.major == 23 && self.minor >= 5)
+            || (self.major == 22 && self.minor >= 15);
+        (!hooks).then_some(
+            "this Node has no synchronous module hooks (module.registerHooks, from Node 22.15 \
+             and 23.5): a tool's import('data:...') runs code that is in none of its scanned \
+             files; use the pinned Node 24 (scripts/install-node) or 22.15 or later",
+        )
+    }
+
     /// The read grant for the skill directory in this version's syntax.
     pub fn fs_read_grant(&self, dir: &str) -> String {
         if self.major >= 22 {
@@ -259,6 +273,32 @@ fn check_supported(rt: &Runtime, allow_node20: bool) -> Result<(), RuntimeError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn versions_without_synchronous_module_hooks_are_named_a_gap() {
+        let at = |major, minor| Runtime {
+            node: PathBuf::from("/node"),
+            version: format!("v{major}.{minor}.0"),
+            major,
+            minor,
+            sha256: String::new(),
+            pinned: false,
+            libraries: Vec::new(),
+            loader: None,
+        };
+        for (major, minor) in [(20, 20), (22, 13), (22, 14), (23, 0), (23, 4)] {
+            assert!(
+                at(major, minor).hardening_gap().is_some(),
+                "{major}.{minor}"
+            );
+        }
+        for (major, minor) in [(22, 15), (23, 5), (24, 0), (25, 1)] {
+            assert!(
+                at(major, minor).hardening_gap().is_none(),
+                "{major}.{minor}"
+            );
+        }
+    }
 
     #[test]
     fn versions() {
