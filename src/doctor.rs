@@ -116,22 +116,25 @@ fn checks(config: &Config) -> Vec<Check> {
     ));
     out.push(egress_check(config));
     match CgroupHost::detect(crate::sandbox::cgroup_parent(config).as_deref()) {
-        Ok(h) => {
-            let detail = h
-                .describe()
-                .into_iter()
-                .map(|(k, v)| format!("{k}: {v}"))
-                .collect::<Vec<_>>()
-                .join("; ");
-            let detail = match h.version() {
-                crate::sandbox::cgroup::CgroupVersion::V2 => format!(
-                    "{detail}; job join: {}",
-                    crate::sandbox::cgroup::v2_join(crate::sandbox::cgroup::clone3_refused())
-                ),
-                crate::sandbox::cgroup::CgroupVersion::V1 => detail,
-            };
-            out.push(check("cgroups", true, detail, None));
-        }
+        Ok(h) => match h.swap_problem() {
+            Some(e) => out.push(check("cgroups", false, e.to_string(), Some(e.fix()))),
+            None => {
+                let detail = h
+                    .describe()
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                let detail = match h.version() {
+                    crate::sandbox::cgroup::CgroupVersion::V2 => format!(
+                        "{detail}; job join: {}",
+                        crate::sandbox::cgroup::v2_join(crate::sandbox::cgroup::clone3_refused())
+                    ),
+                    crate::sandbox::cgroup::CgroupVersion::V1 => detail,
+                };
+                out.push(check("cgroups", true, detail, None));
+            }
+        },
         Err(e) => out.push(check("cgroups", false, e.to_string(), Some(e.fix()))),
     }
     let node = runtime::locate(config.runner.node.as_deref());

@@ -170,6 +170,38 @@ pub(crate) trait Kernel: Send + Sync + fmt::Debug {
     fn write(&self, path: &Path, value: &str) -> io::Result<()>;
     /// SIGKILL `pid` if, once pinned by a pidfd, it is still listed in one of `procs_files`.
     fn kill_listed(&self, pid: i32, procs_files: &[PathBuf]) -> io::Result<()>;
+    /// Whether the host swaps: `/proc/swaps` lists a device or file (a kernel built without
+    /// swap has no such file).
+    fn swap_in_use(&self) -> io::Result<bool> {
+        match fs::read_to_string(SWAPS) {
+            Ok(text) => Ok(swaps_listed(&text)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+const SWAPS: &str = "/proc/swaps";
+
+/// Whether `/proc/swaps`'s text lists anything below its header line.
+pub(crate) fn swaps_listed(text: &str) -> bool {
+    text.lines().skip(1).any(|line| !line.trim().is_empty())
+}
+
+/// A job's swap limit file (`swap_file`) is missing: this kernel does not account swap to
+/// cgroups. That is fine while the host uses no swap; with swap on, a job could use swap
+/// beyond `mem_bytes` (SPEC.md: no swap), so the job is refused.
+pub(crate) fn without_swap_limit(kernel: &dyn Kernel, swap_file: &Path) -> Result<(), CgroupError> {
+    match kernel.swap_in_use() {
+        Ok(false) => Ok(()),
+        Ok(true) => Err(CgroupError::NoSwapLimit {
+            path: swap_file.to_path_buf(),
+        }),
+        Err(err) => Err(CgroupError::HostFile {
+            path: PathBuf::from(SWAPS),
+            err,
+        }),
+    }
 }
 
 /// The real kernel.
@@ -261,6 +293,9 @@ fn is_listed(pid: i32, procs_files: &[PathBuf]) -> bool {
 pub(crate) trait Backend: Send + Sync + fmt::Debug {
     fn version(&self) -> CgroupVersion;
     fn describe(&self) -> Vec<(String, String)>;
+    /// The file that holds a job's swap to its limit, as it shows in the runner's memory
+    /// parent; `None` when this kernel has none there (no swap accounting).
+    fn swap_limit_file(&self) -> Option<PathBuf>;
     /// One parent per hierarchy a job joins; the job's cgroup is `<parent>/<name>` in each.
     fn parents(&self) -> &[PathBuf];
     /// Write the limits into a job's fresh cgroups (`dirs` in the order of `parents`).
@@ -383,6 +418,21 @@ impl CgroupHost {
     /// What `doctor` shows: version, parent paths, optional features, as (name, value).
     pub fn describe(&self) -> Vec<(String, String)> {
         self.backend.describe()
+    }
+
+    /// Why no job can run here for swap, if so: the kernel does not account swap to
+    /// cgroups and the host swaps (each job's cgroup refuses then too; `doctor` says so
+    /// before).
+    pub fn swap_problem(&self) -> Option<CgroupError> {
+        if self.backend.swap_limit_file().is_some() {
+            return None;
+        }
+        let file = match self.backend.version() {
+            CgroupVersion::V1 => "memory.memsw.limit_in_bytes",
+            CgroupVersion::V2 => "memory.swap.max",
+        };
+        let parent = self.backend.parents().first().cloned().unwrap_or_default();
+        without_swap_limit(self.kernel.as_ref(), &parent.join(file)).err()
     }
 
     /// Create the job's cgroup in every hierarchy and write its limits, before any process

@@ -26,6 +26,13 @@ pub enum CgroupError {
          not `.` or `..`"
     )]
     InvalidName { name: String },
+    #[error(
+        "{path} is missing (this kernel does not account swap to cgroups) and the host swaps: \
+         a job could use swap beyond mem_bytes, which the contract forbids, so none runs; \
+         turn on swap accounting (cgroup v1: boot with swapaccount=1) or turn swap off \
+         (swapoff -a)"
+    )]
+    NoSwapLimit { path: PathBuf },
     #[error("invalid cgroup limits: {detail}")]
     InvalidLimits { detail: String },
     #[error(
@@ -90,6 +97,11 @@ impl CgroupError {
                 fix.clone()
             }
             CgroupError::Io { hint, .. } => (*hint).to_owned(),
+            CgroupError::NoSwapLimit { .. } => {
+                "turn on swap accounting (cgroup v1: boot with swapaccount=1) or turn swap off \
+                 (swapoff -a)"
+                    .into()
+            }
             CgroupError::KillTimeout { .. } => {
                 "if the cgroup named above is still there a minute later, inspect its processes \
                  and remove it by hand"

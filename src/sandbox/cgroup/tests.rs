@@ -19,6 +19,8 @@ struct FakeKernel {
     /// The cgroup2 mount, when the fake host is v2.
     v2_mount: Option<PathBuf>,
     swap_accounting: bool,
+    /// What `swap_in_use` answers: the host's own /proc/swaps never decides a test.
+    swapping: std::sync::atomic::AtomicBool,
     writes: Mutex<Vec<(PathBuf, String)>>,
     killed: Mutex<Vec<i32>>,
     /// The thread of each kill and each rmdir: blocking work must not run on an async
@@ -171,6 +173,10 @@ impl FakeKernel {
 }
 
 impl Kernel for FakeKernel {
+    fn swap_in_use(&self) -> io::Result<bool> {
+        Ok(self.swapping.load(std::sync::atomic::Ordering::SeqCst))
+    }
+
     fn mkdir(&self, path: &Path) -> io::Result<()> {
         fs::create_dir(path)?;
         self.populate(path)
@@ -432,6 +438,7 @@ impl FakeHost {
             v2_mount: v2.then(|| cgroup_root.clone()),
             cgroup_root,
             swap_accounting,
+            swapping: std::sync::atomic::AtomicBool::new(false),
             writes: Mutex::new(Vec::new()),
             killed: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
@@ -477,7 +484,12 @@ impl FakeHost {
 
     /// Pure v2; the root offers `offered` and enables `enabled` for its children.
     fn v2(self_cgroup: &str, offered: &str, enabled: &str) -> FakeHost {
-        let host = FakeHost::new(V2_MOUNTINFO, self_cgroup, true, true);
+        Self::v2_swap(self_cgroup, offered, enabled, true)
+    }
+
+    /// As `v2`, with or without swap accounting (`memory.swap.max`).
+    fn v2_swap(self_cgroup: &str, offered: &str, enabled: &str, swap_accounting: bool) -> FakeHost {
+        let host = FakeHost::new(V2_MOUNTINFO, self_cgroup, true, swap_accounting);
         let root = host.cg("");
         fs::write(root.join("cgroup.controllers"), offered).expect("write");
         fs::write(root.join("cgroup.subtree_control"), enabled).expect("write");
@@ -1109,6 +1121,9 @@ impl Kernel for LeafTakenBeforeTheMove {
     fn kill_listed(&self, pid: i32, files: &[PathBuf]) -> io::Result<()> {
         self.kernel.kill_listed(pid, files)
     }
+    fn swap_in_use(&self) -> io::Result<bool> {
+        self.kernel.swap_in_use()
+    }
 }
 
 fn detect_with_leaf_taken(
@@ -1347,6 +1362,52 @@ fn v1_job_without_swap_accounting_writes_no_memsw() {
 }
 
 #[test]
+fn without_swap_accounting_a_job_is_refused_while_the_host_swaps_and_nothing_is_left() {
+    let v1 = FakeHost::hybrid(false);
+    let v2 = FakeHost::v2_swap("0::/\n", "cpu memory pids", "cpu memory pids", false);
+    for (fake, job_dir) in [
+        (&v1, "memory/workload/abc/openvibe-skill-runner/j"),
+        (&v2, "openvibe-skill-runner/jobs/j"),
+    ] {
+        let host = fake.detect(None).expect("detect");
+        fake.kernel
+            .swapping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        assert!(host.swap_problem().is_some(), "doctor says so");
+        let err = host
+            .create_job("j", &limits(32 * MIB, 8))
+            .expect_err("no swap limit while the host swaps");
+        assert!(matches!(err, CgroupError::NoSwapLimit { .. }), "{err}");
+        assert!(err.to_string().contains("swapoff"), "{err}");
+        assert!(!fake.cg(job_dir).exists(), "{job_dir} left behind");
+        // Without swap on the host the same job runs, its memory limit written.
+        fake.kernel
+            .swapping
+            .store(false, std::sync::atomic::Ordering::SeqCst);
+        assert!(host.swap_problem().is_none());
+        let _job = host.create_job("j", &limits(32 * MIB, 8)).expect("job");
+        assert!(fake.cg(job_dir).exists());
+    }
+    // With swap accounting, swap on the host is no problem.
+    let fake = FakeHost::hybrid(true);
+    let host = fake.detect(None).expect("detect");
+    fake.kernel
+        .swapping
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(host.swap_problem().is_none());
+    let _job = host.create_job("j", &limits(32 * MIB, 8)).expect("job");
+}
+
+#[test]
+fn swaps_are_listed_below_the_header() {
+    let header = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n";
+    assert!(!crate::sandbox::cgroup::swaps_listed(""));
+    assert!(!crate::sandbox::cgroup::swaps_listed(header));
+    let file = format!("{header}/swapfile  file  1048572  0  -2\n");
+    assert!(crate::sandbox::cgroup::swaps_listed(&file));
+}
+
+#[test]
 fn v2_job_gets_its_limits_in_the_right_files() {
     let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory pids");
     let host = fake.detect(None).expect("detect");
@@ -1437,6 +1498,9 @@ fn a_failed_limit_write_removes_what_was_created() {
         }
         fn kill_listed(&self, pid: i32, files: &[PathBuf]) -> io::Result<()> {
             self.0.kill_listed(pid, files)
+        }
+        fn swap_in_use(&self) -> io::Result<bool> {
+            self.0.swap_in_use()
         }
     }
     let broken = CgroupHost::from_parts(host.backend.clone(), Arc::new(NoPidsMax(real)));

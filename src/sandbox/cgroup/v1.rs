@@ -235,12 +235,19 @@ impl Backend for V1 {
                 if self.swap_accounting {
                     "yes (memory.memsw.limit_in_bytes = the memory limit)".to_owned()
                 } else {
-                    "no: swap use is not capped beyond memory.swappiness=0; boot with \
-                     swapaccount=1 to cap it"
+                    "no: jobs run only while the host has no swap on (/proc/swaps); boot \
+                     with swapaccount=1 to cap a job's swap"
                         .to_owned()
                 },
             ),
         ]
+    }
+
+    fn swap_limit_file(&self) -> Option<PathBuf> {
+        self.swap_accounting
+            .then(|| self.parents.get(self.memory))
+            .flatten()
+            .map(|dir| dir.join("memory.memsw.limit_in_bytes"))
     }
 
     fn parents(&self) -> &[PathBuf] {
@@ -265,6 +272,8 @@ impl Backend for V1 {
         let memsw = memory.join("memory.memsw.limit_in_bytes");
         if memsw.exists() {
             write(memsw, &mem)?;
+        } else {
+            super::without_swap_limit(kernel, &memsw)?;
         }
         let swappiness = memory.join("memory.swappiness");
         if swappiness.exists() {

@@ -488,6 +488,11 @@ impl Backend for V2 {
         CgroupVersion::V2
     }
 
+    fn swap_limit_file(&self) -> Option<PathBuf> {
+        let file = self.parents.first()?.join("memory.swap.max");
+        file.exists().then_some(file)
+    }
+
     fn describe(&self) -> Vec<(String, String)> {
         let parent = self.parents.first().cloned().unwrap_or_default();
         let has = |file: &str, yes: &str, no: &str| {
@@ -515,7 +520,8 @@ impl Backend for V2 {
                 has(
                     "memory.swap.max",
                     "yes (memory.swap.max = 0)",
-                    "no: swap use is not capped; boot with swapaccount=1 / CONFIG_MEMCG_SWAP",
+                    "no: jobs run only while the host has no swap on (/proc/swaps); boot \
+                     with swapaccount=1 / CONFIG_MEMCG_SWAP to cap a job's swap",
                 ),
             ),
             (
@@ -563,6 +569,8 @@ impl Backend for V2 {
         write("memory.max", &limits.mem_bytes.to_string())?;
         if dir.join("memory.swap.max").exists() {
             write("memory.swap.max", "0")?;
+        } else {
+            super::without_swap_limit(kernel, &dir.join("memory.swap.max"))?;
         }
         // One OOM kill takes the whole job, not one process of it.
         if dir.join("memory.oom.group").exists() {
