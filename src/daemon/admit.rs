@@ -114,6 +114,33 @@ pub fn ran(r: &JobResult) -> bool {
 /// What is wrong with a body's `job_id`, without echoing it. `unreadable` is why the
 /// body's top-level fields could not be read (a key given twice there): then even a
 /// well-formed `job_id` cannot be trusted to be the one the sender meant.
+/// The body's top-level `job_id` as far as [`bad_job_id`] needs it: a string, null, a
+/// boolean or a number as written, an array or object as an empty one of its kind; `None`
+/// when there is none (or the body is no JSON object). Nothing else of the body is built:
+/// read as a whole value, an 8 MiB body of small numbers would take some 16 times its size.
+pub fn job_id_of(body: &[u8]) -> Option<serde_json::Value> {
+    use serde_json::value::RawValue;
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        serde::Deserialize::deserialize(d).map(Some)
+    }
+    #[derive(serde::Deserialize)]
+    struct Head<'a> {
+        // Taken as written, null included (an Option alone would read null as absent).
+        #[serde(borrow, default, deserialize_with = "present")]
+        job_id: Option<&'a RawValue>,
+    }
+    // Only an object (a derived struct would also take an array's first element).
+    if body.trim_ascii_start().first() != Some(&b'{') {
+        return None;
+    }
+    let raw = serde_json::from_slice::<Head>(body).ok()?.job_id?.get();
+    match raw.trim_start().as_bytes().first() {
+        Some(b'[') => Some(serde_json::Value::Array(Vec::new())),
+        Some(b'{') => Some(serde_json::Value::Object(serde_json::Map::new())),
+        _ => serde_json::from_str(raw).ok(),
+    }
+}
+
 pub fn bad_job_id(v: Option<&serde_json::Value>, unreadable: Option<&str>) -> String {
     if let Some(serde_json::Value::String(s)) = v {
         if crate::job::valid_job_id(s) {
@@ -278,5 +305,27 @@ pub(crate) mod tests {
         let mut ttl = JobResult::not_run("a", Reason::Ttl, "m", Net::Deny, None);
         ttl.wall_ms = 5;
         assert!(!ran(&ttl));
+    }
+
+    #[test]
+    fn the_job_id_is_read_alone_and_as_written() {
+        use serde_json::{json, Value};
+        assert_eq!(job_id_of(br#"{"job_id": "a b"}"#), Some(json!("a b")));
+        assert_eq!(job_id_of(br#"{"job_id": null}"#), Some(Value::Null));
+        assert_eq!(job_id_of(br#"{"job_id": 5}"#), Some(json!(5)));
+        assert_eq!(job_id_of(br#"{"job_id": false}"#), Some(json!(false)));
+        assert_eq!(job_id_of(br#"{"job_id": [1, [2]]}"#), Some(json!([])));
+        assert_eq!(job_id_of(br#"{"job_id": {"a": 1}}"#), Some(json!({})));
+        assert_eq!(job_id_of(br#"{"class": "function"}"#), None);
+        assert_eq!(job_id_of(b"[1]"), None);
+        assert_eq!(job_id_of(b"{"), None);
+        // The rest of the body is skipped, not built: a large array beside a bad id.
+        let mut big = br#"{"job_id": 0, "x": ["#.to_vec();
+        big.extend(std::iter::repeat_n(&b"0,"[..], 100_000).flatten());
+        big.extend(b"0]}");
+        assert_eq!(job_id_of(&big), Some(json!(0)));
+        // Other fields given twice do not hide the id.
+        let dup = br#"{"job_id": "dup-key-job", "net": "deny", "net": "public"}"#;
+        assert_eq!(job_id_of(dup), Some(json!("dup-key-job")));
     }
 }

@@ -232,7 +232,11 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
         Ok(b) => b,
         Err(r) => return r,
     };
-    match jobs.submit(&body).await {
+    let submitted = jobs.submit(&body).await;
+    // Not held while a `?wait=1` waits for the job's end: each of up to 512 connections
+    // may have brought its request_max_bytes.
+    drop(body);
+    match submitted {
         Submitted::BadRequest(code, m) => error(StatusCode::BAD_REQUEST, code, &m),
         Submitted::Stopping => error(
             StatusCode::SERVICE_UNAVAILABLE,

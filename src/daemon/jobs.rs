@@ -265,12 +265,11 @@ impl Jobs {
         let net = head.net;
         if id.is_empty() {
             // Nothing can be recorded under no id, so there is no result to give: a 400.
-            // Only here is the body read as a value, to say what is wrong with the id.
-            let raw: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
+            // Only here is the id read on its own, to say what is wrong with it.
             let unreadable = door.as_ref().err().map(|r| r.rejection.message.as_str());
             return Submitted::BadRequest(
                 "bad_job_id",
-                admit::bad_job_id(raw.get("job_id"), unreadable),
+                admit::bad_job_id(admit::job_id_of(body).as_ref(), unreadable),
             );
         }
 
