@@ -283,13 +283,36 @@ fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
     panic!("no Node of the job in cgroup {cgroup} within 20 s");
 }
 
+/// The nice values of the job's pid 1 (Node's parent) and of the init stage (pid 1's).
+fn pid_one_and_init_nice(node: i32) -> Vec<String> {
+    let ppid = |pid: i32| -> i32 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let nice = |pid: i32| -> String {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
+        after.split(' ').nth(16).unwrap_or("?").to_string()
+    };
+    let pid_one = ppid(node);
+    vec![nice(pid_one), nice(ppid(pid_one))]
+}
+
 /// Runs `job` on a thread while the host looks at its Node (`node_of`): its result and
 /// the host's snapshot, or a failure naming the result of a job that ended first.
 fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Value) {
     std::thread::scope(|s| {
         let run = s.spawn(job);
         let found = node_of(cgroup, &|| run.is_finished());
-        let host = found.map(|(pid, uid)| snapshot(pid, uid));
+        let host = found.map(|(pid, uid)| {
+            let mut host = snapshot(pid, uid);
+            host["pid1_and_init_nice"] = json!(pid_one_and_init_nice(pid));
+            host
+        });
         let result = run.join().expect("the job's thread");
         match host {
             Some(host) => (result, host),
@@ -342,6 +365,11 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
         hot_host["nice"],
         json!(["0"]),
         "every thread of the tool back at nice 0"
+    );
+    assert_eq!(
+        (&hot_host["pid1_and_init_nice"], &cold_host["pid1_and_init_nice"]),
+        (&json!(["0", "0"]), &json!(["0", "0"])),
+        "pid 1 and the init stage, which reap the tool and relay its end, at nice 0 as a cold job's"
     );
     assert!(
         hot_host["tree"]

@@ -422,7 +422,19 @@ impl Started {
             .map_err(|e| format!("writing the hand-over: {e}"))?;
         drop(tx);
         self.wait_for(&Report::HandedOver, "the hand-over", HAND_OVER_TIMEOUT)
-            .await
+            .await?;
+        // The init stage waited at low priority too; it relays the job's end, so it runs
+        // the job at the usual one (pid 1 did its own). Not yet reaped, so its pid is its.
+        if let Some(pid) = self.child.id() {
+            // SAFETY: setpriority takes numbers only.
+            if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, 0) } != 0 {
+                return Err(format!(
+                    "the init stage's priority: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Kills what runs (through `cgroup` once it may hold the init stage) and closes the
