@@ -114,55 +114,31 @@ pub fn ran(r: &JobResult) -> bool {
 /// What is wrong with a body's `job_id`, without echoing it. `unreadable` is why the
 /// body's top-level fields could not be read (a key given twice there): then even a
 /// well-formed `job_id` cannot be trusted to be the one the sender meant.
-/// The body's top-level `job_id` as far as [`bad_job_id`] needs it: a string, null, a
-/// boolean or a number as written, an array or object as an empty one of its kind; `None`
-/// when there is none (or the body is no JSON object). Nothing else of the body is built:
-/// read as a whole value, an 8 MiB body of small numbers would take some 16 times its size.
-pub fn job_id_of(body: &[u8]) -> Option<serde_json::Value> {
-    use serde_json::value::RawValue;
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-        serde::Deserialize::deserialize(d).map(Some)
+pub fn bad_job_id(raw: Option<&str>, unreadable: Option<&str>) -> String {
+    // `raw` is the id as written (job::job_id_text): only a string is read into a value.
+    let string = raw.and_then(|r| serde_json::from_str::<String>(r).ok());
+    if string.as_deref().is_some_and(crate::job::valid_job_id) {
+        return format!(
+            "the job's fields cannot be read ({}), so not even its job_id can be trusted \
+             to be the one meant, and nothing is recorded under it; send the job again \
+             with each key once and each field of its kind",
+            unreadable.unwrap_or("they do not form a job")
+        );
     }
-    #[derive(serde::Deserialize)]
-    struct Head<'a> {
-        // Taken as written, null included (an Option alone would read null as absent).
-        #[serde(borrow, default, deserialize_with = "present")]
-        job_id: Option<&'a RawValue>,
-    }
-    // Only an object (a derived struct would also take an array's first element).
-    if body.trim_ascii_start().first() != Some(&b'{') {
-        return None;
-    }
-    let raw = serde_json::from_slice::<Head>(body).ok()?.job_id?.get();
-    match raw.trim_start().as_bytes().first() {
-        Some(b'[') => Some(serde_json::Value::Array(Vec::new())),
-        Some(b'{') => Some(serde_json::Value::Object(serde_json::Map::new())),
-        _ => serde_json::from_str(raw).ok(),
-    }
-}
-
-pub fn bad_job_id(v: Option<&serde_json::Value>, unreadable: Option<&str>) -> String {
-    if let Some(serde_json::Value::String(s)) = v {
-        if crate::job::valid_job_id(s) {
-            return format!(
-                "the job's fields cannot be read ({}), so not even its job_id can be trusted \
-                 to be the one meant, and nothing is recorded under it; send the job again \
-                 with each key once and each field of its kind",
-                unreadable.unwrap_or("they do not form a job")
-            );
-        }
-    }
-    let what = match v {
-        None => "there is no job_id".to_string(),
-        Some(serde_json::Value::String(s)) => format!(
+    let what = match (raw.map(str::trim_start), string) {
+        (None, _) => "there is no job_id".to_string(),
+        (_, Some(s)) => format!(
             "job_id is a string of {} characters that is not 1-64 of [A-Za-z0-9_.-]",
             s.chars().count()
         ),
-        Some(serde_json::Value::Null) => "job_id is null".to_string(),
-        Some(serde_json::Value::Bool(_)) => "job_id is a boolean".to_string(),
-        Some(serde_json::Value::Number(_)) => "job_id is a number".to_string(),
-        Some(serde_json::Value::Array(_)) => "job_id is an array".to_string(),
-        Some(serde_json::Value::Object(_)) => "job_id is an object".to_string(),
+        (Some(r), None) => match r.as_bytes().first() {
+            Some(b'n') => "job_id is null",
+            Some(b't' | b'f') => "job_id is a boolean",
+            Some(b'[') => "job_id is an array",
+            Some(b'{') => "job_id is an object",
+            _ => "job_id is a number",
+        }
+        .to_string(),
     };
     format!(
         "{what}: a job is answered and recorded under its id, which is a string of 1-64 \
@@ -308,24 +284,26 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn the_job_id_is_read_alone_and_as_written() {
-        use serde_json::{json, Value};
-        assert_eq!(job_id_of(br#"{"job_id": "a b"}"#), Some(json!("a b")));
-        assert_eq!(job_id_of(br#"{"job_id": null}"#), Some(Value::Null));
-        assert_eq!(job_id_of(br#"{"job_id": 5}"#), Some(json!(5)));
-        assert_eq!(job_id_of(br#"{"job_id": false}"#), Some(json!(false)));
-        assert_eq!(job_id_of(br#"{"job_id": [1, [2]]}"#), Some(json!([])));
-        assert_eq!(job_id_of(br#"{"job_id": {"a": 1}}"#), Some(json!({})));
-        assert_eq!(job_id_of(br#"{"class": "function"}"#), None);
-        assert_eq!(job_id_of(b"[1]"), None);
-        assert_eq!(job_id_of(b"{"), None);
-        // The rest of the body is skipped, not built: a large array beside a bad id.
-        let mut big = br#"{"job_id": 0, "x": ["#.to_vec();
-        big.extend(std::iter::repeat_n(&b"0,"[..], 100_000).flatten());
-        big.extend(b"0]}");
-        assert_eq!(job_id_of(&big), Some(json!(0)));
-        // Other fields given twice do not hide the id.
-        let dup = br#"{"job_id": "dup-key-job", "net": "deny", "net": "public"}"#;
-        assert_eq!(job_id_of(dup), Some(json!("dup-key-job")));
+    fn a_bad_job_id_is_named_by_its_kind_never_echoed() {
+        let say = |raw: Option<&str>| bad_job_id(raw, None);
+        assert!(say(None).starts_with("there is no job_id"));
+        assert!(say(Some("null")).starts_with("job_id is null"));
+        assert!(say(Some("true")).starts_with("job_id is a boolean"));
+        assert!(say(Some("5")).starts_with("job_id is a number"));
+        assert!(say(Some("-1e3")).starts_with("job_id is a number"));
+        assert!(say(Some("[1, [2]]")).starts_with("job_id is an array"));
+        assert!(say(Some("{\"a\": 1}")).starts_with("job_id is an object"));
+        let bad = say(Some("\"../../etc\""));
+        assert!(
+            bad.starts_with("job_id is a string of 9 characters"),
+            "{bad}"
+        );
+        assert!(!bad.contains("etc"), "{bad}");
+        let unreadable = bad_job_id(Some("\"ok-id\""), Some("duplicate field `net`"));
+        assert!(
+            unreadable.contains("cannot be read (duplicate"),
+            "{unreadable}"
+        );
+        assert!(!unreadable.contains("ok-id"), "{unreadable}");
     }
 }

@@ -269,7 +269,7 @@ impl Jobs {
             let unreadable = door.as_ref().err().map(|r| r.rejection.message.as_str());
             return Submitted::BadRequest(
                 "bad_job_id",
-                admit::bad_job_id(admit::job_id_of(body).as_ref(), unreadable),
+                admit::bad_job_id(job::job_id_text(body), unreadable),
             );
         }
 

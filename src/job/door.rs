@@ -85,6 +85,13 @@ fn string_in(raw: Option<&RawValue>) -> Option<String> {
 /// serde cannot read them: a key given twice, a field of the wrong kind).
 #[allow(clippy::type_complexity)]
 fn read_fields(text: &[u8]) -> Result<Result<Fields<'_>, serde_json::Error>, Box<Refusal>> {
+    let raw = object(text)?;
+    Ok(serde_json::from_str::<Fields>(raw.get()))
+}
+
+/// The text as one JSON object, checked whole and nothing of it built, or why it is no
+/// job.
+fn object(text: &[u8]) -> Result<&RawValue, Box<Refusal>> {
     let raw: &RawValue = serde_json::from_slice(text).map_err(|e| {
         Box::new(Refusal {
             head: Err(NotAJob::NotJson(e.to_string())),
@@ -97,7 +104,28 @@ fn read_fields(text: &[u8]) -> Result<Result<Fields<'_>, serde_json::Error>, Box
             rejection: Rejection::invalid("the job must be a JSON object"),
         }));
     }
-    Ok(serde_json::from_str::<Fields>(raw.get()))
+    Ok(raw)
+}
+
+/// The object's top-level `job_id` exactly as written (`null` included), read alone: the
+/// other fields are skipped, also when one is given twice, and nothing of them is built.
+/// `None` when the text is no JSON object or has no `job_id`. For saying what is wrong
+/// with an id that [`read_head`] left empty.
+pub fn job_id_text(text: &[u8]) -> Option<&str> {
+    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
+        Deserialize::deserialize(d).map(Some)
+    }
+    #[derive(Deserialize)]
+    struct IdAlone<'a> {
+        // An Option alone would read `null` as absent.
+        #[serde(borrow, default, deserialize_with = "present")]
+        job_id: Option<&'a RawValue>,
+    }
+    let raw = object(text).ok()?;
+    serde_json::from_str::<IdAlone>(raw.get())
+        .ok()?
+        .job_id
+        .map(RawValue::get)
 }
 
 fn head_of(fields: &Fields) -> JobHead {

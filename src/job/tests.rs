@@ -1254,3 +1254,26 @@ fn rejection_messages_carry_no_invisible_characters() {
     assert!(r.message.is_ascii(), "{}", r.message);
     assert!(!r.message.chars().any(|c| c.is_control()));
 }
+
+#[test]
+fn the_job_id_is_read_alone_and_as_written() {
+    use super::job_id_text;
+    assert_eq!(job_id_text(br#"{"job_id": "a b"}"#), Some(r#""a b""#));
+    assert_eq!(job_id_text(br#"{"job_id": null}"#), Some("null"));
+    assert_eq!(job_id_text(br#"{"job_id": 5}"#), Some("5"));
+    assert_eq!(job_id_text(br#"{"job_id": [1, [2]]}"#), Some("[1, [2]]"));
+    assert_eq!(job_id_text(br#"{"class": "function"}"#), None);
+    assert_eq!(
+        job_id_text(b"[1]"),
+        None,
+        "an array's first element is no job_id"
+    );
+    assert_eq!(job_id_text(b"{"), None);
+    // Other fields, even given twice, do not hide the id, and are not built.
+    let dup = br#"{"job_id": "dup-key-job", "net": "deny", "net": "public"}"#;
+    assert_eq!(job_id_text(dup), Some(r#""dup-key-job""#));
+    let mut big = br#"{"job_id": 0, "x": ["#.to_vec();
+    big.extend(std::iter::repeat_n(&b"0,"[..], 100_000).flatten());
+    big.extend(b"0]}");
+    assert_eq!(job_id_text(&big), Some("0"));
+}
