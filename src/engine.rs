@@ -198,6 +198,9 @@ impl Engine {
         }
         let cgroups = CgroupHost::detect(crate::sandbox::cgroup_parent(&config).as_deref())
             .map_err(|e| layer(format!("cgroups: {e}")))?;
+        if let Some(e) = cgroups.swap_problem() {
+            return Err(layer(format!("cgroups: {e}")));
+        }
         if cgroups.version() == crate::sandbox::cgroup::CgroupVersion::V2 {
             if let Some(refused) = crate::sandbox::cgroup::clone3_refused() {
                 tracing::warn!(%refused, "{}", crate::sandbox::cgroup::v2_join(Some(refused)));

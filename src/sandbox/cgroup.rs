@@ -421,8 +421,10 @@ impl CgroupHost {
     }
 
     /// Why no job can run here for swap, if so: the kernel does not account swap to
-    /// cgroups and the host swaps (each job's cgroup refuses then too; `doctor` says so
-    /// before).
+    /// cgroups and the host swaps. The engine does not start on such a host and `doctor`
+    /// names it; each job's cgroup refuses too, for swap turned on after the start.
+    /// Detection itself does not refuse: the start's clean-up of an earlier run's
+    /// cgroups needs it whatever the swap.
     pub fn swap_problem(&self) -> Option<CgroupError> {
         if self.backend.swap_limit_file().is_some() {
             return None;
