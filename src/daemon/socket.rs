@@ -62,7 +62,11 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         None => None,
         Some(g) => Some(resolve_group(g)?),
     };
-    give_group(path, gid)?;
+    if let Err(e) = give_group(path, gid) {
+        // Not left for the next start to find: it is this process's, if still there.
+        remove(path);
+        return Err(e);
+    }
     Ok(listener)
 }
 
