@@ -425,14 +425,16 @@ impl Started {
             .await?;
         // The init stage waited at low priority too; it relays the job's end, so it runs
         // the job at the usual one (pid 1 did its own). Not yet reaped, so its pid is its.
-        if let Some(pid) = self.child.id() {
-            // SAFETY: setpriority takes numbers only.
-            if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, 0) } != 0 {
-                return Err(format!(
-                    "the init stage's priority: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
+        let pid = self
+            .child
+            .id()
+            .ok_or("the init stage ended during the hand-over")?;
+        // SAFETY: setpriority takes numbers only.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, 0) } != 0 {
+            return Err(format!(
+                "the init stage's priority: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         Ok(())
     }
