@@ -1512,3 +1512,77 @@ fn input_and_output_pass_through_the_daemon_and_its_journal_as_written() {
     d.assert_no_job_dirs();
     assert_host_clean("dtest-exact");
 }
+
+/// Eight connections each hold a body of the largest size, unfinished: the daemon's budget
+/// for bodies (64 MiB over every connection) is spent, so a ninth job is answered `503`
+/// `busy` and not accepted, and the daemon keeps answering. Once one of the eight ends,
+/// its bytes are back and the job goes through.
+#[test]
+fn request_bodies_past_the_daemons_budget_are_refused_busy() {
+    require_host();
+    let _h = exclusive();
+    let d = Daemon::start("");
+    const MAX: usize = 8 * 1024 * 1024;
+    let head =
+        format!("POST /v1/jobs HTTP/1.1\r\nHost: localhost\r\nContent-Length: {MAX}\r\n\r\n");
+    let filler = vec![b'x'; MAX - 1];
+    let mut held: Vec<StdUnixStream> = (0..8)
+        .map(|_| {
+            let mut s = StdUnixStream::connect(d.socket()).expect("connect");
+            s.set_read_timeout(Some(Duration::from_secs(20)))
+                .expect("timeout");
+            s.write_all(head.as_bytes()).expect("head");
+            s.write_all(&filler).expect("body");
+            s
+        })
+        .collect();
+    let started = Instant::now();
+    while metric(&d, "request_body_bytes") != Some(8 * (MAX as u64 - 1)) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the daemon never held the eight bodies: {:?}\n{}",
+            metric(&d, "request_body_bytes"),
+            d.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(metric(&d, "request_body_max_bytes"), Some(8 * MAX as u64));
+
+    let job = word_count("dtest-budget-1", "one two three");
+    let (code, v) = d.post(&job);
+    assert_error(code, &v, 503, "busy");
+    let (code, v) = d.call("GET", "/v1/jobs/dtest-budget-1", None);
+    assert_error(code, &v, 404, "not_found");
+    assert_eq!(d.info()["ready"], true);
+
+    // One body ends (it is not JSON): its answer comes, and its bytes are given back.
+    let mut first = held.remove(0);
+    first.write_all(b"x").expect("last byte");
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("bad_json") {
+        match first.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert_eq!(metric(&d, "request_body_bytes"), Some(7 * (MAX as u64 - 1)));
+    let v = d.post_wait(&job);
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(v["output"]["words"], 3, "{v}");
+
+    drop(first);
+    drop(held);
+    let started = Instant::now();
+    while metric(&d, "request_body_bytes") != Some(0) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "closed connections' bodies still held: {:?}",
+            metric(&d, "request_body_bytes")
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_host_clean("dtest-budget");
+}

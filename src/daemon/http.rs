@@ -14,10 +14,15 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The largest request body: a job carries at most 1 MiB of inputs (base64) and a 256 KiB
 /// input by default, so 8 MiB leaves room for a configured larger input.
 pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// How many bytes of job bodies the daemon holds at once, over every connection: eight of
+/// the largest (a job's body is usually a few KiB). Without it, each of up to 512
+/// connections could bring `MAX_BODY_BYTES` at the same time (4 GiB).
+pub const BODY_BUDGET_BYTES: usize = 8 * MAX_BODY_BYTES;
 /// How long `DELETE` waits for the killed job's result before it answers.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
@@ -102,19 +107,107 @@ fn wants_wait(query: Option<&str>) -> Result<bool, String> {
     Ok(wait)
 }
 
-async fn read_body(req: Request<Incoming>, timeout: Duration) -> Result<Bytes, Response<Body>> {
-    if let Some(len) = req.headers().get(CONTENT_LENGTH) {
-        let too_big = len
-            .to_str()
-            .ok()
-            .and_then(|s| s.parse::<u64>().ok())
-            .is_some_and(|n| n > MAX_BODY_BYTES as u64);
-        if too_big {
-            return Err(too_large());
+/// The bytes of request bodies every connection together may hold while they are read and
+/// parsed ([`BODY_BUDGET_BYTES`] in the daemon).
+pub struct BodyBudget {
+    bytes: usize,
+    left: Arc<Semaphore>,
+}
+
+impl BodyBudget {
+    pub fn new(bytes: usize) -> BodyBudget {
+        BodyBudget {
+            bytes,
+            left: Arc::new(Semaphore::new(bytes)),
         }
     }
-    let limited = Limited::new(req.into_body(), MAX_BODY_BYTES);
-    match tokio::time::timeout(timeout, limited.collect()).await {
+
+    /// The bytes the bodies being read hold now.
+    pub fn held(&self) -> usize {
+        self.bytes - self.left.available_permits()
+    }
+
+    /// `n` more bytes for a body, or none when the budget has not that many left.
+    fn take(&self, n: usize) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(n).ok()?;
+        self.left.clone().try_acquire_many_owned(n).ok()
+    }
+}
+
+/// A request body read whole; its bytes count against the [`BodyBudget`] until it is
+/// dropped.
+pub struct HeldBody {
+    pub bytes: Vec<u8>,
+    _held: Option<OwnedSemaphorePermit>,
+}
+
+async fn read_body(
+    req: Request<Incoming>,
+    timeout: Duration,
+    budget: &BodyBudget,
+) -> Result<HeldBody, Response<Body>> {
+    let announced = match req.headers().get(CONTENT_LENGTH) {
+        Some(len) => len.to_str().ok().and_then(|s| s.parse::<u64>().ok()),
+        None => None,
+    };
+    if announced.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    read_within(req.into_body(), announced, timeout, budget).await
+}
+
+/// Reads `body` whole, at most `MAX_BODY_BYTES` within `timeout`, each frame's bytes taken
+/// from `budget` as it arrives. Past the budget the body is read to its end and dropped and
+/// the answer is `503` `busy` (waiting for the budget could leave every reader holding
+/// part of it for another's bytes).
+async fn read_within<B>(
+    body: B,
+    announced: Option<u64>,
+    timeout: Duration,
+    budget: &BodyBudget,
+) -> Result<HeldBody, Response<Body>>
+where
+    B: hyper::body::Body<Data = Bytes> + Unpin,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let mut body = Limited::new(body, MAX_BODY_BYTES);
+    let mut bytes = Vec::new();
+    let mut held: Option<OwnedSemaphorePermit> = None;
+    let mut over_budget = false;
+    let read = async {
+        while let Some(frame) = body.frame().await {
+            let frame = frame?;
+            let Ok(data) = frame.into_data() else {
+                continue; // trailers
+            };
+            if data.is_empty() {
+                continue;
+            }
+            if over_budget {
+                continue; // read and dropped, so the answer reaches the caller
+            }
+            let Some(more) = budget.take(data.len()) else {
+                over_budget = true;
+                bytes = Vec::new();
+                held = None;
+                continue;
+            };
+            match held.as_mut() {
+                Some(h) => h.merge(more),
+                None => held = Some(more),
+            }
+            if bytes.is_empty() {
+                // The announced length, once its first bytes are paid for: a header alone
+                // reserves nothing.
+                if let Some(n) = announced.and_then(|n| usize::try_from(n).ok()) {
+                    bytes.reserve_exact(n.min(MAX_BODY_BYTES));
+                }
+            }
+            bytes.extend_from_slice(&data);
+        }
+        Ok::<bool, Box<dyn std::error::Error + Send + Sync>>(!over_budget)
+    };
+    match tokio::time::timeout(timeout, read).await {
         Err(_) => Err(error(
             StatusCode::REQUEST_TIMEOUT,
             "request_timeout",
@@ -133,7 +226,8 @@ async fn read_body(req: Request<Incoming>, timeout: Duration) -> Result<Bytes, R
                 ))
             }
         }
-        Ok(Ok(c)) => Ok(c.to_bytes()),
+        Ok(Ok(false)) => Err(busy()),
+        Ok(Ok(true)) => Ok(HeldBody { bytes, _held: held }),
     }
 }
 
@@ -153,6 +247,17 @@ async fn discard_body(body: Incoming, timeout: Duration) -> bool {
     })
     .await;
     matches!(drained, Ok(true))
+}
+
+fn busy() -> Response<Body> {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "busy",
+        &format!(
+            "the runner is reading other requests' bodies, {BODY_BUDGET_BYTES} bytes at most \
+             at once; the job was not accepted: send it again shortly"
+        ),
+    )
 }
 
 fn too_large() -> Response<Body> {
@@ -228,11 +333,11 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
         Ok(w) => w,
         Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e),
     };
-    let body = match read_body(req, jobs.body_timeout).await {
+    let body = match read_body(req, jobs.body_timeout, &jobs.body_budget).await {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let submitted = jobs.submit(&body).await;
+    let submitted = jobs.submit(&body.bytes).await;
     // Not held while a `?wait=1` waits for the job's end: each of up to 512 connections
     // may have brought its request_max_bytes.
     drop(body);
@@ -335,6 +440,83 @@ mod tests {
         assert_eq!(wants_wait(Some("wait=true&")), Ok(true));
         assert!(wants_wait(Some("wait=maybe")).is_err());
         assert!(wants_wait(Some("x=1")).is_err());
+    }
+
+    /// A body that arrives in the given frames.
+    struct Frames(std::collections::VecDeque<Bytes>);
+
+    impl hyper::body::Body for Frames {
+        type Data = Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+            std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(hyper::body::Frame::data(b))))
+        }
+    }
+
+    fn frames(sizes: &[usize]) -> Frames {
+        Frames(sizes.iter().map(|&n| Bytes::from(vec![b'x'; n])).collect())
+    }
+
+    async fn code_of(r: Response<Body>) -> (u16, String) {
+        let status = r.status().as_u16();
+        let body = r.into_body().collect().await.map(|c| c.to_bytes());
+        let v: serde_json::Value = serde_json::from_slice(&body.unwrap_or_default()).unwrap();
+        (
+            status,
+            v["error"]["code"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+
+    const T: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn a_body_holds_its_bytes_of_the_budget_until_it_is_dropped() {
+        let budget = BodyBudget::new(100);
+        let body = read_within(frames(&[30, 0, 30]), Some(60), T, &budget)
+            .await
+            .map_err(|r| r.status())
+            .unwrap();
+        assert_eq!(body.bytes.len(), 60);
+        assert_eq!(budget.held(), 60);
+        drop(body);
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn past_the_budget_a_body_is_refused_busy_and_holds_nothing() {
+        let budget = BodyBudget::new(100);
+        let first = read_within(frames(&[80]), None, T, &budget).await;
+        let first = first.map_err(|r| r.status()).unwrap();
+        // Its first frame fits, its second does not: the whole body is read and dropped.
+        let second = read_within(frames(&[10, 20, 5]), Some(35), T, &budget).await;
+        match second {
+            Ok(_) => panic!("a body past the budget was taken"),
+            Err(r) => assert_eq!(code_of(r).await, (503, "busy".to_string())),
+        }
+        assert_eq!(budget.held(), 80, "the refused body still holds bytes");
+        // Within what is left, a body is read.
+        let small = read_within(frames(&[20]), None, T, &budget).await;
+        assert_eq!(small.map(|b| b.bytes.len()).map_err(|r| r.status()), Ok(20));
+        drop(first);
+        let again = read_within(frames(&[10, 20, 5]), Some(35), T, &budget).await;
+        assert_eq!(again.map(|b| b.bytes.len()).map_err(|r| r.status()), Ok(35));
+        assert_eq!(budget.held(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_largest_is_too_large_and_holds_nothing() {
+        let budget = BodyBudget::new(BODY_BUDGET_BYTES);
+        let mib = 1024 * 1024;
+        let r = read_within(frames(&[4 * mib, 4 * mib, 1]), None, T, &budget).await;
+        match r {
+            Ok(_) => panic!("a body over MAX_BODY_BYTES was taken"),
+            Err(r) => assert_eq!(code_of(r).await, (413, "payload_too_large".to_string())),
+        }
+        assert_eq!(budget.held(), 0);
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct Gauges {
     pub cache: Option<crate::inputs::CacheStats>,
     /// Finished jobs' results kept in memory because the journal would not take them.
     pub unjournaled: usize,
+    /// The bytes of request bodies being read and parsed now, and their budget.
+    pub body_bytes: usize,
+    pub body_budget_bytes: usize,
     /// The warm pool, when the engine runs.
     pub warm: Option<super::pool::PoolInfo>,
 }
@@ -258,6 +261,18 @@ impl Metrics {
             "Finished jobs whose result the journal has not taken yet (kept in memory, shown to nobody, tried again).",
             g.unjournaled as u64,
         );
+        gauge(
+            &mut out,
+            "request_body_bytes",
+            "Bytes of request bodies being read and parsed now (past the budget a job is answered 503 busy).",
+            g.body_bytes as u64,
+        );
+        gauge(
+            &mut out,
+            "request_body_max_bytes",
+            "The bytes request bodies may hold at once, over every connection.",
+            g.body_budget_bytes as u64,
+        );
         let _ = writeln!(
             out,
             "# HELP {PREFIX}_jobs_accepted_total Jobs accepted into the queue."
@@ -352,6 +367,8 @@ mod tests {
                 max_bytes: 1 << 20,
             }),
             unjournaled: 1,
+            body_bytes: 4096,
+            body_budget_bytes: 1 << 26,
             warm: Some(super::super::pool::PoolInfo {
                 enabled: true,
                 ready: 2,
@@ -381,6 +398,8 @@ mod tests {
         assert!(text.contains("openvibe_skill_runner_job_cpu_seconds_count 1"));
         assert!(text.contains("openvibe_skill_runner_jobs_queued 2"));
         assert!(text.contains("openvibe_skill_runner_results_unjournaled 1"));
+        assert!(text.contains("openvibe_skill_runner_request_body_bytes 4096"));
+        assert!(text.contains("openvibe_skill_runner_request_body_max_bytes 67108864"));
         assert!(text.contains("openvibe_skill_runner_http_responses_total{code=\"200\"} 1"));
         assert!(text.contains("openvibe_skill_runner_input_cache_bytes 8192"));
         assert!(text.contains("openvibe_skill_runner_input_cache_max_bytes 1048576"));
