@@ -100,6 +100,8 @@ pub struct Egress {
 pub enum JobEgressError {
     #[error("{0}")]
     Resolver(String),
+    #[error("{0}")]
+    Capabilities(String),
     #[error(transparent)]
     Namespace(#[from] netns::NetnsError),
     #[error("cannot serve the job's network namespace: {0}")]
@@ -146,12 +148,15 @@ impl Egress {
 
     /// Whether egress jobs can run, and if not why.
     pub fn problem(&self) -> Option<String> {
-        self.resolver().err()
+        netns::missing_capabilities().or_else(|| self.resolver().err())
     }
 
     /// Creates one job's network namespace and starts serving it. The clock of the job's
     /// egress budgets starts now.
     pub async fn start(&self, job_id: &str, net: Net) -> Result<JobEgress, JobEgressError> {
+        if let Some(missing) = netns::missing_capabilities() {
+            return Err(JobEgressError::Capabilities(missing));
+        }
         let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
         let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.

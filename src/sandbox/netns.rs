@@ -99,6 +99,38 @@ pub enum NetnsError {
     OpenNetns(#[source] io::Error),
 }
 
+/// The capabilities a job's network namespace needs of the runner: `lo` and its routes
+/// (CAP_NET_ADMIN), the DNS responder and the proxy on 53, 80 and 443 (CAP_NET_BIND_SERVICE).
+pub const NEEDED_CAPS: [caps::Capability; 2] = [
+    caps::Capability::CAP_NET_ADMIN,
+    caps::Capability::CAP_NET_BIND_SERVICE,
+];
+
+/// Why this process cannot make a job's network namespace, when a capability it needs is not
+/// in its effective set (a service unit's `CapabilityBoundingSet` without them): egress jobs
+/// are then refused with this reason before any is tried, and `/v1/info` lists `deny` alone.
+pub fn missing_capabilities() -> Option<String> {
+    missing_of(|c| caps::has_cap(None, caps::CapSet::Effective, c).unwrap_or(false))
+}
+
+fn missing_of(has: impl Fn(caps::Capability) -> bool) -> Option<String> {
+    let missing: Vec<String> = NEEDED_CAPS
+        .into_iter()
+        .filter(|c| !has(*c))
+        .map(|c| c.to_string())
+        .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "the runner lacks {}, which each openvibe-only or public job's network namespace needs \
+         (loopback and its routes; DNS and the proxy on ports 53, 80 and 443): run it as root \
+         with them; a systemd unit must list them in CapabilityBoundingSet (the packaged unit \
+         does)",
+        missing.join(" and ")
+    ))
+}
+
 /// Creates the network namespace of one job and its four wildcard sockets (see the module
 /// documentation). Blocks for a few milliseconds (a thread is spawned and joined): call it
 /// from `spawn_blocking` in async code. The calling thread's namespace never changes.

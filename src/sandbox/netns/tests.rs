@@ -556,3 +556,24 @@ fn errors_say_what_failed() {
     assert!(text.contains("local ::/0"), "{text}");
     assert!(text.contains("CAP_NET_ADMIN"), "{text}");
 }
+
+#[test]
+fn a_missing_capability_is_named_with_the_fix() {
+    use caps::Capability::CAP_NET_BIND_SERVICE;
+    assert_eq!(missing_of(|_| true), None);
+    let text = missing_of(|c| c != CAP_NET_BIND_SERVICE).unwrap_or_default();
+    assert!(text.contains("CAP_NET_BIND_SERVICE"), "{text}");
+    assert!(!text.contains("CAP_NET_ADMIN"), "{text}");
+    assert!(text.contains("CapabilityBoundingSet"), "{text}");
+    let text = missing_of(|_| false).unwrap_or_default();
+    assert!(
+        text.contains("CAP_NET_ADMIN and CAP_NET_BIND_SERVICE"),
+        "{text}"
+    );
+}
+
+/// The tests run as root with every capability: nothing is missing.
+#[test]
+fn root_has_what_a_network_namespace_needs() {
+    assert_eq!(missing_capabilities(), None);
+}
