@@ -230,9 +230,15 @@ pub fn respond(
     if c.queries != 1 || c.answers != 0 || c.authorities != 0 || c.additionals > 1 {
         return error(OpCode::Query, ResponseCode::FormErr, DnsEvent::Malformed);
     }
-    let Ok(request) = Message::from_vec(query) else {
+    // Bytes after the last record are refused: a query padded to 64 KiB would otherwise be
+    // kept whole while its name is resolved.
+    let mut decoder = BinDecoder::new(query);
+    let Ok(request) = Message::read(&mut decoder) else {
         return error(OpCode::Query, ResponseCode::FormErr, DnsEvent::Malformed);
     };
+    if !decoder.is_empty() {
+        return error(OpCode::Query, ResponseCode::FormErr, DnsEvent::Malformed);
+    }
     let Some(question) = request.queries.first().cloned() else {
         return error(OpCode::Query, ResponseCode::FormErr, DnsEvent::Malformed);
     };

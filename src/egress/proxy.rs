@@ -29,7 +29,8 @@
 //!   at once with an error it can tell from a server's.
 //! - **Bounded per job**: [`MAX_CONNECTIONS`] proxied connections at once — past that the one
 //!   idle longest is closed for the new one, and only when none is idle is the new one refused
-//!   (`connection_cap`) —, [`MAX_DNS_QUERIES`] answered queries (more are dropped),
+//!   (`connection_cap`) —, [`MAX_DNS_QUERIES`] answered queries (more are dropped), UDP
+//!   queries of at most [`MAX_UDP_QUERY`] bytes, [`MAX_DNS_IN_FLIGHT`] of them at once,
 //!   `dns.max_names` names resolved, and the policy's byte and time budgets
 //!   (`egress::record`).
 
@@ -66,6 +67,12 @@ use listen::{serve_dns_tcp, serve_dns_udp};
 pub const MAX_CONNECTIONS: usize = 64;
 /// DNS queries answered per job; later ones get no answer.
 pub const MAX_DNS_QUERIES: u64 = 4096;
+/// The largest DNS query taken over UDP; a longer datagram is dropped unread. Real queries
+/// are a few dozen bytes (one question and at most an EDNS record).
+pub const MAX_UDP_QUERY: usize = 4096;
+/// UDP queries of one job being answered at once (each may wait for the upstream); past
+/// that a datagram is dropped, as a busy server would, and the tool's resolver asks again.
+pub const MAX_DNS_IN_FLIGHT: usize = 64;
 /// How long the tool has to send its ClientHello or request head.
 pub const SNIFF_TIME: Duration = Duration::from_secs(5);
 /// How long the runner waits for its upstream DNS servers.
@@ -180,6 +187,7 @@ impl Egress {
             tracker: tracker.clone(),
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             dns_queries: AtomicU64::new(0),
+            dns_in_flight: Arc::new(Semaphore::new(MAX_DNS_IN_FLIGHT)),
             names: Mutex::new(HashMap::new()),
             open: Mutex::new(OpenConnections::default()),
         });
@@ -257,6 +265,8 @@ struct ServedJob {
     tracker: TaskTracker,
     connections: Arc<Semaphore>,
     dns_queries: AtomicU64,
+    /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
+    dns_in_flight: Arc<Semaphore>,
     /// What the upstream said about each name resolved in this job (at most
     /// `dns.max_names`), shared by the DNS responder and the proxy; a failure is not kept.
     names: Mutex<HashMap<String, Arc<OnceCell<Resolution>>>>,

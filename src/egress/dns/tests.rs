@@ -826,3 +826,33 @@ fn a_name_the_job_may_not_reach_is_never_resolved() {
     }
     assert!(asked.borrow().is_empty(), "{:?}", asked.borrow());
 }
+
+/// A well-formed query with bytes after its last record is FORMERR, never a lookup: padded
+/// to 64 KiB, each such datagram would be kept whole while its name is resolved.
+#[test]
+fn bytes_after_the_last_record_are_malformed() {
+    let (p, t) = (policy(), table());
+    let mut padded = query("api.openvibe.services", RecordType::A);
+    padded.extend(std::iter::repeat_n(0u8, 60_000));
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &padded, &resolved);
+    assert_eq!(reply.event, DnsEvent::Malformed);
+    assert_eq!(answer(&reply).metadata.response_code, ResponseCode::FormErr);
+    assert!(t.is_empty());
+    // One byte is enough; the same query without it is a lookup.
+    let mut one = query("api.openvibe.services", RecordType::A);
+    one.push(0);
+    let reply = respond(&p, Net::OpenvibeOnly, &t, &one, &|_| None);
+    assert_eq!(reply.event, DnsEvent::Malformed);
+    let reply = respond(
+        &p,
+        Net::OpenvibeOnly,
+        &t,
+        &query("api.openvibe.services", RecordType::A),
+        &|_| None,
+    );
+    assert!(
+        matches!(reply.event, DnsEvent::Lookup { .. }),
+        "{:?}",
+        reply.event
+    );
+}

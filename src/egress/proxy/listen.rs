@@ -2,7 +2,7 @@
 //! queued), and the DNS responder's two transports, UDP and TCP, each query answered on a
 //! task of its own by the job's responder.
 
-use super::{ServedJob, ACCEPT_PAUSE, DNS_TCP_IDLE};
+use super::{ServedJob, ACCEPT_PAUSE, DNS_TCP_IDLE, MAX_UDP_QUERY};
 use crate::egress::dns::{self, TcpFrame};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
@@ -11,20 +11,25 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
     let socket = Arc::new(socket);
-    let mut buf = vec![0u8; 65_535];
+    // One byte more than a query may have: a datagram that fills it was longer (the kernel
+    // cuts it to the buffer) and is dropped.
+    let mut buf = vec![0u8; MAX_UDP_QUERY + 1];
     loop {
         let (n, from) = tokio::select! {
             _ = job.stop.cancelled() => return,
             _ = job.closing.cancelled() => {
                 // Queries still queued are recorded; nobody is left to answer.
                 while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
-                    let query = buf[..n].to_vec();
+                    let Some((query, permit)) = take_query(&job, &buf, n) else {
+                        continue;
+                    };
                     let j = job.clone();
                     job.tracker.spawn(async move {
                         tokio::select! {
                             _ = j.stop.cancelled() => {}
                             _ = j.answer(&query) => {}
                         }
+                        drop(permit);
                     });
                 }
                 return;
@@ -37,8 +42,10 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
                 }
             },
         };
+        let Some((query, permit)) = take_query(&job, &buf, n) else {
+            continue;
+        };
         // Each query on a task of its own: one waiting for the upstream holds up no other.
-        let query = buf[..n].to_vec();
         let (j, s) = (job.clone(), socket.clone());
         job.tracker.spawn(async move {
             tokio::select! {
@@ -49,8 +56,24 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
                     }
                 }
             }
+            drop(permit);
         });
     }
+}
+
+/// The datagram of `n` bytes in `buf` as a query to answer, with its place among those in
+/// flight; none (dropped, unanswered) when it is longer than [`MAX_UDP_QUERY`] or
+/// [`MAX_DNS_IN_FLIGHT`] are being answered.
+fn take_query(
+    job: &ServedJob,
+    buf: &[u8],
+    n: usize,
+) -> Option<(Vec<u8>, tokio::sync::OwnedSemaphorePermit)> {
+    if n > MAX_UDP_QUERY {
+        return None;
+    }
+    let permit = job.dns_in_flight.clone().try_acquire_owned().ok()?;
+    Some((buf.get(..n)?.to_vec(), permit))
 }
 
 /// The connections still queued on a listener, taken without waiting.

@@ -42,3 +42,99 @@ fn fixed_servers_are_used_as_given() {
     let egress = Egress::new(EgressPolicy::shipped(), &[server]);
     assert_eq!(egress.problem(), None);
 }
+
+/// A DNS query for `name`, type A, with `pad` zero bytes after it.
+fn padded_query(id: u16, name: &str, pad: usize) -> Vec<u8> {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{Name, RecordType};
+    let mut m = Message::new(id, MessageType::Query, OpCode::Query);
+    m.add_query(Query::query(
+        Name::from_ascii(name).expect("name"),
+        RecordType::A,
+    ));
+    let mut q = m.to_vec().expect("query");
+    q.extend(std::iter::repeat_n(0u8, pad));
+    q
+}
+
+/// The job's UDP DNS responder, from inside its network namespace, with an upstream that
+/// never answers: a datagram longer than `MAX_UDP_QUERY` is dropped unread, a shorter one
+/// with bytes after its query is FORMERR, and while `MAX_DNS_IN_FLIGHT` queries wait for
+/// the upstream any further one is dropped, even one answered without the upstream (a name
+/// the job may not reach); once they gave up, such a query is answered again.
+#[test]
+fn udp_queries_too_long_or_past_the_cap_are_dropped() {
+    use nix::sched::{setns, CloneFlags};
+    use std::os::fd::AsFd;
+    if netns::missing_capabilities().is_some() {
+        panic!("this test needs root (a network namespace of its own)");
+    }
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
+    let upstream = DnsServer(hole.local_addr().expect("addr"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let egress = Egress::new(EgressPolicy::shipped(), &[upstream]);
+    let job = rt
+        .block_on(egress.start("udp-cap-test", Net::OpenvibeOnly))
+        .unwrap_or_else(|e| panic!("egress: {e}"));
+    let netns = job.netns.as_fd().try_clone_to_owned().expect("netns fd");
+    // A thread of its own in the job's namespace: the test's other threads stay where they are.
+    let seen = std::thread::spawn(move || {
+        setns(&netns, CloneFlags::CLONE_NEWNET).expect("setns");
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.connect("127.0.0.1:53").expect("connect");
+        let ask = |q: &[u8], wait: Duration| -> Option<Vec<u8>> {
+            s.send(q).expect("send");
+            s.set_read_timeout(Some(wait)).expect("timeout");
+            let mut buf = vec![0u8; 65_535];
+            let deadline = std::time::Instant::now() + wait;
+            // Skip late answers to earlier queries: only the id asked counts.
+            while std::time::Instant::now() < deadline {
+                match s.recv(&mut buf) {
+                    Ok(n) if buf[..2] == q[..2] => return Some(buf[..n].to_vec()),
+                    Ok(_) => continue,
+                    Err(_) => return None,
+                }
+            }
+            None
+        };
+        let rcode = |a: &[u8]| a[3] & 0x0f;
+        let quick = Duration::from_millis(500);
+        let denied = ask(&padded_query(1, "evil.example", 0), quick);
+        let short_padded = ask(&padded_query(2, "evil.example", 100), quick);
+        let long = ask(&padded_query(3, "evil.example", MAX_UDP_QUERY + 1), quick);
+        // Fill the queries in flight with names that wait for the upstream.
+        for i in 0..MAX_DNS_IN_FLIGHT {
+            s.send(&padded_query(100 + i as u16, "api.openvibe.services", 0))
+                .expect("send");
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        let while_full = ask(&padded_query(4, "evil.example", 0), quick);
+        // They give up after RESOLVE_TIME; then a query is answered again.
+        std::thread::sleep(RESOLVE_TIME);
+        let after = ask(&padded_query(5, "evil.example", 0), Duration::from_secs(3));
+        (
+            denied.map(|a| rcode(&a)),
+            short_padded.map(|a| rcode(&a)),
+            long.is_some(),
+            while_full.is_some(),
+            after.map(|a| rcode(&a)),
+        )
+    })
+    .join()
+    .expect("the namespace's thread");
+    rt.block_on(job.finish());
+    // NXDOMAIN (3) for a name the job may not reach, FORMERR (1) for bytes after the query.
+    assert_eq!(seen.0, Some(3), "a denied name is answered at once");
+    assert_eq!(seen.1, Some(1), "a padded query is FORMERR");
+    assert!(!seen.2, "a datagram over MAX_UDP_QUERY was answered");
+    assert!(!seen.3, "a query past MAX_DNS_IN_FLIGHT was answered");
+    assert_eq!(
+        seen.4,
+        Some(3),
+        "answered again once the queries in flight ended"
+    );
+}
