@@ -1047,8 +1047,10 @@ fn host_and_sni_mismatches_are_refused() {
 /// first. A later or pipelined request for another host (another allowed name, the LAN's, none,
 /// an absolute-form target) is refused with the runner's code and ends the connection; a
 /// request smuggled inside another by an ambiguous body length never reaches the upstream as a
-/// request; obs-fold and a bare CR end the connection with a 400. Three requests for the right
-/// host on one connection all work (the control).
+/// request; obs-fold and a bare CR end the connection with a 400; an upgrade to anything but a
+/// WebSocket (h2c, whose requests could name any host once the sockets are joined) is refused
+/// though the upstream would answer it 101. Three requests for the right host on one
+/// connection all work (the control).
 #[test]
 fn every_request_on_a_kept_alive_connection_is_checked() {
     let _h = exclusive();
@@ -1114,6 +1116,18 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
             "upgrade_other",
             json!([200, 403]),
             json!(["host_mismatch"]),
+            true,
+        );
+        expect(
+            "upgrade_h2c_first",
+            json!([403]),
+            json!(["bad_request"]),
+            true,
+        );
+        expect(
+            "upgrade_h2c_second",
+            json!([200, 403]),
+            json!(["bad_request"]),
             true,
         );
         expect("obs_fold_second", json!([200, 400]), json!([]), true);

@@ -107,6 +107,8 @@ pub enum SniffError {
     TargetHostMismatch { target: String, host: String },
     #[error("the request's body length is ambiguous: {0}")]
     AmbiguousLength(&'static str),
+    #[error("an upgrade to anything but a WebSocket is not served: {0}")]
+    Upgrade(&'static str),
 }
 
 /// Sniff the first bytes of a connection to `port` (443: TLS, 80: HTTP).
@@ -314,13 +316,15 @@ pub fn http_host(buf: &[u8]) -> Sniff {
         Err(e) => return Sniff::Refused(SniffError::NotHttp(e.to_string())),
     }
     let headers = || request.headers.iter().map(|h| (h.name, h.value));
-    let judged = unambiguous_length(headers()).and_then(|()| {
-        host_of(
-            request.method.unwrap_or(""),
-            request.path.unwrap_or(""),
-            headers(),
-        )
-    });
+    let judged = unambiguous_length(headers())
+        .and_then(|()| websocket_upgrade_only(headers()))
+        .and_then(|()| {
+            host_of(
+                request.method.unwrap_or(""),
+                request.path.unwrap_or(""),
+                headers(),
+            )
+        });
     match judged {
         Ok(Some(host)) => Sniff::Name(host),
         Ok(None) => Sniff::NoName,
@@ -339,11 +343,34 @@ pub fn request_host(
     headers: &http::HeaderMap,
 ) -> Result<Option<String>, SniffError> {
     let target = uri.to_string();
-    host_of(
-        method.as_str(),
-        &target,
-        headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes())),
-    )
+    let pairs = || headers.iter().map(|(n, v)| (n.as_str(), v.as_bytes()));
+    websocket_upgrade_only(pairs())?;
+    host_of(method.as_str(), &target, pairs())
+}
+
+/// A request may ask to upgrade its connection to a WebSocket, and to nothing else: after a
+/// `101` the proxy joins the two sockets and judges no further request, so an upgrade to
+/// another HTTP (`h2c`, whose requests name any `:authority`) would carry requests for other
+/// hosts past it.
+fn websocket_upgrade_only<'a>(
+    headers: impl Iterator<Item = (&'a str, &'a [u8])>,
+) -> Result<(), SniffError> {
+    let mut upgrades = 0;
+    for (name, value) in headers {
+        if name.eq_ignore_ascii_case("http2-settings") {
+            return Err(SniffError::Upgrade("an HTTP2-Settings header"));
+        }
+        if name.eq_ignore_ascii_case("upgrade") {
+            upgrades += 1;
+            if upgrades > 1 {
+                return Err(SniffError::Upgrade("two Upgrade headers"));
+            }
+            if !value.trim_ascii().eq_ignore_ascii_case(b"websocket") {
+                return Err(SniffError::Upgrade("an Upgrade other than websocket"));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A request head whose body length two parsers could read differently is refused.

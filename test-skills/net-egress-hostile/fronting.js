@@ -9,7 +9,9 @@
 // The "keep_alive_ok" case is the control: three requests for the allowed name. The upgrade
 // cases: a WebSocket upgrade (101) for the allowed name, whose tunnel then carries bytes both
 // ways (the upstream echoes them as `ECHO:<bytes>`), and one for the other name on a
-// connection kept alive after an allowed request.
+// connection kept alive after an allowed request. An upgrade to h2c for the allowed name,
+// first on its connection and after an allowed request: after a 101 the proxy judges no
+// further request, and HTTP/2 requests name any host (the upstream answers any upgrade 101).
 // Output: { address, cases: [{ id, statuses, refusals, servers, closed, echoed, error }] }.
 const dns = require('node:dns');
 const net = require('node:net');
@@ -25,6 +27,10 @@ function upgrade(host, path) {
 
 // Writes each step once the answers to the earlier ones have come (or a short wait passed),
 // then reads until the peer closes or the time is up.
+function h2c(host, path) {
+  return get(host, path, 'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n');
+}
+
 function conversation(host, steps, expected, timeoutMs) {
   return new Promise((resolve) => {
     let text = '';
@@ -81,6 +87,8 @@ function conversation(host, steps, expected, timeoutMs) {
     obs_fold_second: [[get(allowed, '/first'), `GET /folded HTTP/1.1\r\nHost: ${allowed}\r\nX-A: 1\r\n Host: ${other}\r\n\r\n`], [1, 2]],
     upgrade_ok: [[upgrade(allowed, '/ws'), 'through-the-tunnel'], [1, 1]],
     upgrade_other: [[get(allowed, '/first'), upgrade(other, '/ws-fronted')], [1, 2]],
+    upgrade_h2c_first: [[h2c(allowed, '/h2c')], [1]],
+    upgrade_h2c_second: [[get(allowed, '/first'), h2c(allowed, '/h2c-later')], [1, 2]],
     bare_cr_second: [[get(allowed, '/first'), `GET /bare-cr HTTP/1.1\r\nHost: ${allowed}\rHost: ${other}\r\n\r\n`], [1, 2]],
   };
   const results = await Promise.all(Object.entries(cases).map(async ([id, [steps, expected]]) => ({

@@ -823,3 +823,50 @@ fn bare_lf_line_ends_are_read_like_servers_read_them() {
         Sniff::Refused(SniffError::NotHttp(_))
     ));
 }
+
+#[test]
+fn only_a_websocket_upgrade_is_served() {
+    let upgrade = |h: &str| matches!(http(h), Sniff::Refused(SniffError::Upgrade(_)));
+    let later = |h: &str| {
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        req.parse(h.as_bytes()).expect("a head");
+        let mut map = http::HeaderMap::new();
+        for hd in req.headers.iter() {
+            map.append(
+                http::HeaderName::from_bytes(hd.name.as_bytes()).expect("name"),
+                http::HeaderValue::from_bytes(hd.value).expect("value"),
+            );
+        }
+        let uri: Uri = req.path.unwrap_or("/").parse().expect("uri");
+        request_host(&http::Method::GET, &uri, &map)
+    };
+    let host = "GET / HTTP/1.1\r\nHost: openvibe.services\r\nConnection: Upgrade\r\n";
+    for extra in [
+        "Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+        "Upgrade: h2c\r\n",
+        "HTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+        "Upgrade: websocket, h2c\r\n",
+        "Upgrade: h2c, websocket\r\n",
+        "Upgrade: websocket\r\nUpgrade: h2c\r\n",
+        "Upgrade: websocket\r\nUpgrade: websocket\r\n",
+        "Upgrade: TLS/1.2\r\n",
+        "Upgrade: \r\n",
+    ] {
+        let head = format!("{host}{extra}\r\n");
+        assert!(upgrade(&head), "first request: {head:?}");
+        assert!(
+            matches!(later(&head), Err(SniffError::Upgrade(_))),
+            "later request: {head:?}"
+        );
+    }
+    for extra in ["Upgrade: websocket\r\n", "Upgrade: WebSocket \r\n", ""] {
+        let head = format!("{host}{extra}\r\n");
+        assert_eq!(http(&head), name("openvibe.services"), "{head:?}");
+        assert_eq!(
+            later(&head).ok().flatten().as_deref(),
+            Some("openvibe.services"),
+            "{head:?}"
+        );
+    }
+}
