@@ -107,6 +107,8 @@ pub enum SniffError {
     TargetHostMismatch { target: String, host: String },
     #[error("the request's body length is ambiguous: {0}")]
     AmbiguousLength(&'static str),
+    #[error("an encrypted ClientHello (ECH or ESNI, extension {0:#06x}) hides the server name the proxy judges")]
+    EncryptedHello(u16),
     #[error("an upgrade to anything but a WebSocket is not served: {0}")]
     Upgrade(&'static str),
 }
@@ -268,9 +270,20 @@ fn client_hello_server_name(body: &[u8]) -> Result<Option<String>, SniffError> {
         if ext_type == 0 {
             name = Some(server_name_extension(data)?);
         }
+        // The outer SNI of an encrypted hello may be an allowed name while the inner one, the
+        // host the server then serves, is any other behind the same front. Node never sends
+        // one; a tool writing its own TLS gets no such cover.
+        if matches!(ext_type, ENCRYPTED_CLIENT_HELLO | ENCRYPTED_SERVER_NAME) {
+            return Err(SniffError::EncryptedHello(ext_type));
+        }
     }
     Ok(name)
 }
+
+/// The TLS extension of an Encrypted Client Hello (RFC 9849), and of its draft predecessor,
+/// encrypted SNI.
+const ENCRYPTED_CLIENT_HELLO: u16 = 0xfe0d;
+const ENCRYPTED_SERVER_NAME: u16 = 0xffce;
 
 /// RFC 6066 3: a ServerNameList holding exactly one host_name.
 fn server_name_extension(data: &[u8]) -> Result<String, SniffError> {

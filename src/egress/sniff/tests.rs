@@ -88,7 +88,6 @@ fn typical_exts(host: &str) -> Vec<Vec<u8>> {
         ext(16, b"\x00\x0c\x02h2\x08http/1.1"),
         ext(43, &[4, 3, 4, 3, 3]),
         ext(51, &[0, 0]),
-        ext(0xfe0d, &[1, 2, 3]), // ECH outer, opaque here
     ]
 }
 
@@ -869,4 +868,33 @@ fn only_a_websocket_upgrade_is_served() {
             "{head:?}"
         );
     }
+}
+
+/// An encrypted ClientHello is refused whatever its outer name: the inner one, which the
+/// server goes by, could name any host behind the same front.
+#[test]
+fn an_encrypted_client_hello_is_refused() {
+    for ech in [0xfe0d_u16, 0xffce] {
+        for at_end in [true, false] {
+            let mut exts = typical_exts("api.openvibe.services");
+            let e = ext(ech, &[0, 1, 2, 3]);
+            if at_end {
+                exts.push(e);
+            } else {
+                exts.insert(0, e);
+            }
+            let hs = handshake(1, &hello_body(Some(&exts)));
+            assert_eq!(
+                tls_server_name(&records(&hs, hs.len())),
+                Sniff::Refused(SniffError::EncryptedHello(ech)),
+                "{ech:#x}"
+            );
+        }
+    }
+    // The same hello without it gives its name.
+    let hs = handshake(1, &hello_body(Some(&typical_exts("api.openvibe.services"))));
+    assert_eq!(
+        tls_server_name(&records(&hs, hs.len())),
+        name("api.openvibe.services")
+    );
 }
