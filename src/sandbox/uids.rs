@@ -151,11 +151,19 @@ impl UidPool {
         })
     }
 
-    /// The lowest uid of the range that no live job of any runner holds, held until the
-    /// lease is dropped.
+    /// A uid of the range that no live job of any runner holds, held until the lease is
+    /// dropped: the first free one from a random place among the range's first
+    /// [`LEASE_SPREAD`]. Taking the lowest free uid would tell each job how many others
+    /// held one when it started (`process.getuid()` counts the host's jobs); the spread
+    /// keeps the lock folder to about that many files.
     pub fn lease(&self) -> Result<UidLease, String> {
-        for n in 0..self.count {
-            let uid = self.base + n;
+        self.lease_from(random_u32() % self.count.clamp(1, LEASE_SPREAD))
+    }
+
+    /// The first free uid from `start` into the range (then from its beginning).
+    fn lease_from(&self, start: u32) -> Result<UidLease, String> {
+        for i in 0..self.count {
+            let uid = self.base + (start + i) % self.count;
             let path = self.dir.join(uid.to_string());
             let file = OpenOptions::new()
                 .read(true)
@@ -181,6 +189,23 @@ impl UidPool {
     }
 }
 
+/// How many of the range's uids a lease may start from (see [`UidPool::lease`]).
+pub const LEASE_SPREAD: u32 = 4096;
+
+/// A random number from the kernel (never blocks once the pool is initialised, as it is long
+/// before any job); 0 if the call fails, which only makes the start the range's beginning.
+fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given, which
+    // lives across the call.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n == 4 {
+        u32::from_ne_bytes(bytes)
+    } else {
+        0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,18 +222,18 @@ mod tests {
         // A second runner with the same range, and a third whose range overlaps.
         let b = pool(&dir, 2_100_000_000, 3);
         let c = pool(&dir, 2_099_999_999, 4);
-        let l1 = a.lease().unwrap();
-        let l2 = b.lease().unwrap();
-        let l3 = c.lease().unwrap();
+        let l1 = a.lease_from(0).unwrap();
+        let l2 = b.lease_from(0).unwrap();
+        let l3 = c.lease_from(0).unwrap();
         assert_eq!(l1.uid(), 2_100_000_000);
         assert_eq!(l2.uid(), 2_100_000_001);
         assert_eq!(l3.uid(), 2_099_999_999);
-        let l4 = c.lease().unwrap();
+        let l4 = c.lease_from(0).unwrap();
         assert_eq!(l4.uid(), 2_100_000_002, "c skips what a and b hold");
-        let err = a.lease().unwrap_err();
+        let err = a.lease_from(0).unwrap_err();
         assert!(err.contains("sandbox_uid_count"), "{err}");
         drop(l2);
-        assert_eq!(a.lease().unwrap().uid(), 2_100_000_001);
+        assert_eq!(a.lease_from(0).unwrap().uid(), 2_100_000_001);
         drop((l1, l3, l4));
     }
 
@@ -218,24 +243,24 @@ mod tests {
         let dir = tmp.path().join("uids");
         let p = pool(&dir, 2_100_000_000, 3);
         // Released: the same uid is the next one handed out.
-        let lease = p.lease().unwrap();
+        let lease = p.lease_from(0).unwrap();
         assert_eq!(lease.uid(), 2_100_000_000);
         lease.keep_until_released().release();
-        assert_eq!(p.lease().unwrap().uid(), 2_100_000_000);
+        assert_eq!(p.lease_from(0).unwrap().uid(), 2_100_000_000);
         // Dropped without release (an error path): the uid stays taken.
-        drop(p.lease().unwrap().keep_until_released());
-        assert_eq!(p.lease().unwrap().uid(), 2_100_000_001);
+        drop(p.lease_from(0).unwrap().keep_until_released());
+        assert_eq!(p.lease_from(0).unwrap().uid(), 2_100_000_001);
         // Dropped by a panic unwinding (a removal task that panicked): taken as well.
         let unwound = std::panic::catch_unwind(|| {
-            let lease = p.lease().unwrap();
+            let lease = p.lease_from(0).unwrap();
             assert_eq!(lease.uid(), 2_100_000_001);
             let _kept = lease.keep_until_released();
             panic!("a removal that panicked");
         });
         assert!(unwound.is_err());
-        let next = p.lease().unwrap();
+        let next = p.lease_from(0).unwrap();
         assert_eq!(next.uid(), 2_100_000_002, "both kept uids stay taken");
-        let err = p.lease().unwrap_err();
+        let err = p.lease_from(0).unwrap_err();
         assert!(err.contains("sandbox_uid_count"), "{err}");
     }
 
@@ -244,7 +269,7 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("uids");
         let p = pool(&dir, 2_100_000_000, 2);
-        drop(p.lease().unwrap());
+        drop(p.lease_from(0).unwrap());
         // Another process holds the first uid's lock: a shell locks it with flock(1) on
         // its descriptor 9 and becomes `sleep`, which keeps the descriptor and the lock.
         let mut holder = std::process::Command::new("sh")
@@ -254,7 +279,7 @@ mod tests {
             .expect("sh");
         let mut held = false;
         for _ in 0..100 {
-            let l = p.lease().unwrap();
+            let l = p.lease_from(0).unwrap();
             if l.uid() == 2_100_000_001 {
                 held = true;
                 break;
@@ -267,7 +292,7 @@ mod tests {
         holder.wait().expect("wait for the holder");
         let mut freed = false;
         for _ in 0..100 {
-            if p.lease().unwrap().uid() == 2_100_000_000 {
+            if p.lease_from(0).unwrap().uid() == 2_100_000_000 {
                 freed = true;
                 break;
             }
@@ -312,5 +337,41 @@ mod tests {
             let p = range_problem(base, count).unwrap_or_default();
             assert!(p.contains(says), "{base}+{count}: {p:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod spread_tests {
+    use super::*;
+
+    /// The uid a job gets does not count the uids others hold: with three held, leases
+    /// start at random places among the first LEASE_SPREAD, never on a held one.
+    #[test]
+    fn a_lease_does_not_tell_how_many_are_held() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        let p = UidPool::open(&dir, 2_100_000_000, 65_536).unwrap_or_else(|e| panic!("{e}"));
+        let held: Vec<UidLease> = (0..3).map(|_| p.lease_from(0).unwrap()).collect();
+        let held_uids: Vec<u32> = held.iter().map(UidLease::uid).collect();
+        assert_eq!(held_uids, [2_100_000_000, 2_100_000_001, 2_100_000_002]);
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..64 {
+            let l = p.lease().unwrap();
+            assert!(!held_uids.contains(&l.uid()), "a held uid was leased again");
+            assert!(l.uid() < 2_100_000_000 + LEASE_SPREAD + 3, "{}", l.uid());
+            seen.insert(l.uid());
+        }
+        assert!(
+            seen.len() > 32,
+            "leases do not spread: {} distinct uids of 64",
+            seen.len()
+        );
+        // A small range is used whole, wrapping around.
+        let small_dir = tmp.path().join("small");
+        let small = UidPool::open(&small_dir, 2_100_000_000, 2).unwrap_or_else(|e| panic!("{e}"));
+        let a = small.lease().unwrap();
+        let b = small.lease().unwrap();
+        assert_ne!(a.uid(), b.uid());
+        assert!(small.lease().is_err());
     }
 }
