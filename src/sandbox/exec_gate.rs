@@ -154,12 +154,15 @@ pub struct GateReport {
 /// answers its notifications.
 pub struct Gate {
     stop: Option<OwnedFd>,
-    thread: Option<tokio::task::JoinHandle<GateReport>>,
+    /// The report of the thread, sent when it ends.
+    thread: Option<tokio::sync::oneshot::Receiver<GateReport>>,
 }
 
 /// Makes the socket pair and starts the thread serving the runner's end; returns the gate
-/// and the end to pass to the init stage as [`GATE_FD`]. Call it from a tokio runtime: the
-/// thread is one of its blocking threads, never a worker.
+/// and the end to pass to the init stage as [`GATE_FD`]. The thread is a thread of its own,
+/// not one of tokio's blocking threads: a gate lives as long as its job (a warm sandbox's
+/// as long as it waits), and enough of them would hold every blocking thread, leaving none
+/// for the cgroup kill that ends them.
 pub fn start() -> io::Result<(Gate, OwnedFd)> {
     use nix::sys::socket::{setsockopt, socketpair, sockopt, AddressFamily, SockFlag, SockType};
     let (ours, theirs) = socketpair(
@@ -172,7 +175,12 @@ pub fn start() -> io::Result<(Gate, OwnedFd)> {
     setsockopt(&ours, sockopt::PassCred, &true).map_err(io::Error::from)?;
     let (stop_r, stop_w) =
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(io::Error::from)?;
-    let thread = tokio::task::spawn_blocking(move || serve(ours, stop_r, Decide::Count));
+    let (report, thread) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("ovsr-exec-gate".into())
+        .spawn(move || {
+            let _ = report.send(serve(ours, stop_r, Decide::Count));
+        })?;
     Ok((
         Gate {
             stop: Some(stop_w),

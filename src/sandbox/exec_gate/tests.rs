@@ -195,3 +195,37 @@ fn only_the_senders_own_exec_continues() {
     assert!(!report.continued, "{report:?}");
     assert_eq!(report.refused, 1, "{report:?}");
 }
+
+/// Each gate serves on a thread of its own: however many gates are open (running jobs and
+/// warm sandboxes waiting), tokio's blocking threads stay free for the work that ends them
+/// (the cgroup kill, its removal). On the runtime's blocking pool, two open gates here would
+/// hold both of its threads, and the blocking task below would never run.
+#[test]
+fn open_gates_hold_no_blocking_thread_of_the_runtime() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .max_blocking_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        // Each with the init's end kept open, as while its job runs.
+        let gates: Vec<(Gate, std::os::fd::OwnedFd)> =
+            (0..3).map(|_| start().expect("a gate")).collect();
+        let ran = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            tokio::task::spawn_blocking(|| 42),
+        )
+        .await;
+        assert!(
+            matches!(ran, Ok(Ok(42))),
+            "a blocking task did not run while three gates were open"
+        );
+        for (g, theirs) in gates {
+            drop(theirs);
+            let report = tokio::time::timeout(std::time::Duration::from_secs(5), g.finish())
+                .await
+                .expect("a gate's thread ends once stopped");
+            assert_eq!(report, GateReport::default());
+        }
+    });
+}
