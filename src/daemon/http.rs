@@ -14,15 +14,9 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 
-/// The largest request body: a job carries at most 1 MiB of inputs (base64) and a 256 KiB
-/// input by default, so 8 MiB leaves room for a configured larger input.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
-/// How many bytes of job bodies the daemon holds at once, over every connection: eight of
-/// the largest (a job's body is usually a few KiB). Without it, each of up to 512
-/// connections could bring `MAX_BODY_BYTES` at the same time (4 GiB).
-pub const BODY_BUDGET_BYTES: usize = 8 * MAX_BODY_BYTES;
+pub use super::body::{BodyBudget, HeldBody, BODY_BUDGET_BYTES, MAX_BODY_BYTES};
 /// How long `DELETE` waits for the killed job's result before it answers.
 const CANCEL_WAIT: Duration = Duration::from_secs(10);
 
@@ -105,40 +99,6 @@ fn wants_wait(query: Option<&str>) -> Result<bool, String> {
         }
     }
     Ok(wait)
-}
-
-/// The bytes of request bodies every connection together may hold while they are read and
-/// parsed ([`BODY_BUDGET_BYTES`] in the daemon).
-pub struct BodyBudget {
-    bytes: usize,
-    left: Arc<Semaphore>,
-}
-
-impl BodyBudget {
-    pub fn new(bytes: usize) -> BodyBudget {
-        BodyBudget {
-            bytes,
-            left: Arc::new(Semaphore::new(bytes)),
-        }
-    }
-
-    /// The bytes the bodies being read hold now.
-    pub fn held(&self) -> usize {
-        self.bytes - self.left.available_permits()
-    }
-
-    /// `n` more bytes for a body, or none when the budget has not that many left.
-    fn take(&self, n: usize) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(n).ok()?;
-        self.left.clone().try_acquire_many_owned(n).ok()
-    }
-}
-
-/// A request body read whole; its bytes count against the [`BodyBudget`] until it is
-/// dropped.
-pub struct HeldBody {
-    pub bytes: Vec<u8>,
-    _held: Option<OwnedSemaphorePermit>,
 }
 
 async fn read_body(
@@ -227,7 +187,7 @@ where
             }
         }
         Ok(Ok(false)) => Err(busy()),
-        Ok(Ok(true)) => Ok(HeldBody { bytes, _held: held }),
+        Ok(Ok(true)) => Ok(HeldBody::new(bytes, held)),
     }
 }
 

@@ -66,8 +66,8 @@ pub struct Jobs {
     pub queue_len: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
-    /// What the bodies being read may hold together (`http::BODY_BUDGET_BYTES`).
-    pub body_budget: super::http::BodyBudget,
+    /// What the bodies being read may hold together (`body::BODY_BUDGET_BYTES`).
+    pub body_budget: super::body::BodyBudget,
     pub settings: RwLock<Settings>,
     pub metrics: Metrics,
     /// Cancelled on SIGTERM: no new job is accepted, queued ones end.
@@ -139,7 +139,7 @@ impl Jobs {
             queue_len,
             header_timeout: Duration::from_millis(config.daemon.header_timeout_ms.max(1)),
             body_timeout: Duration::from_millis(config.daemon.body_timeout_ms.max(1)),
-            body_budget: super::http::BodyBudget::new(super::http::BODY_BUDGET_BYTES),
+            body_budget: super::body::BodyBudget::new(super::body::BODY_BUDGET_BYTES),
             settings: RwLock::new(Settings::from_config(config)),
             metrics: Metrics::default(),
             stopping: CancellationToken::new(),
@@ -194,7 +194,7 @@ impl Jobs {
             cache: self.runner.as_ref().and_then(|r| r.cache_stats()),
             unjournaled: self.unjournaled(),
             body_bytes: self.body_budget.held(),
-            body_budget_bytes: super::http::BODY_BUDGET_BYTES,
+            body_budget_bytes: super::body::BODY_BUDGET_BYTES,
             warm: self.pool.as_ref().map(|p| p.info()),
         }
     }

@@ -8,6 +8,7 @@
 //! graceful stop on SIGTERM.
 
 pub mod admit;
+pub mod body;
 pub mod http;
 pub mod jobs;
 pub mod journal;
