@@ -355,7 +355,18 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
     assert_eq!(w["main"], "/skill/tool.js");
     assert_ne!(w["write_skill"], "ok");
     assert_ne!(w["write_root"], "ok");
+    // The gid is the job's own uid, taken from a random place of the range: each job's
+    // differs, warm or cold.
+    for v in [w, c] {
+        assert!(
+            v["gid"].as_u64().is_some_and(|g| g >= SANDBOX_UID_BASE),
+            "{v}"
+        );
+    }
     for field in c.as_object().expect("object").keys() {
+        if field == "gid" {
+            continue;
+        }
         assert_eq!(
             w[field], c[field],
             "a warm tool sees {field} differently from a cold one"
