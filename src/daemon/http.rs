@@ -116,8 +116,8 @@ async fn read_body(
     read_within(req.into_body(), announced, timeout, budget).await
 }
 
-/// Reads `body` whole, at most `MAX_BODY_BYTES` within `timeout`, each frame's bytes taken
-/// from `budget` as it arrives. Past the budget the body is read to its end and dropped and
+/// Reads `body` whole, at most `MAX_BODY_BYTES` within `timeout`, its bytes taken from
+/// `budget` as they arrive (an announced length whole with the first ones). Past the budget the body is read to its end and dropped and
 /// the answer is `503` `busy` (waiting for the budget could leave every reader holding
 /// part of it for another's bytes).
 async fn read_within<B>(
@@ -130,8 +130,12 @@ where
     B: hyper::body::Body<Data = Bytes> + Unpin,
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
+    let announced = announced
+        .and_then(|n| usize::try_from(n).ok())
+        .map(|n| n.min(MAX_BODY_BYTES));
     let mut body = Limited::new(body, MAX_BODY_BYTES);
     let mut bytes = Vec::new();
+    let mut paid = 0usize;
     let mut held: Option<OwnedSemaphorePermit> = None;
     let mut over_budget = false;
     let read = async {
@@ -146,22 +150,26 @@ where
             if over_budget {
                 continue; // read and dropped, so the answer reaches the caller
             }
-            let Some(more) = budget.take(data.len()) else {
-                over_budget = true;
-                bytes = Vec::new();
-                held = None;
-                continue;
-            };
-            match held.as_mut() {
-                Some(h) => h.merge(more),
-                None => held = Some(more),
-            }
-            if bytes.is_empty() {
-                // The announced length, once its first bytes are paid for: a header alone
-                // reserves nothing.
-                if let Some(n) = announced.and_then(|n| usize::try_from(n).ok()) {
-                    bytes.reserve_exact(n.min(MAX_BODY_BYTES));
+            let need = bytes.len() + data.len();
+            if need > paid {
+                // With its first bytes an announced body pays for its whole length, which is
+                // then reserved: the budget counts what the buffer holds, and a header alone
+                // takes nothing.
+                let to = need.max(announced.unwrap_or(0));
+                let Some(more) = budget.take(to - paid) else {
+                    over_budget = true;
+                    bytes = Vec::new();
+                    held = None;
+                    continue;
+                };
+                match held.as_mut() {
+                    Some(h) => h.merge(more),
+                    None => held = Some(more),
                 }
+                if announced.is_some() {
+                    bytes.reserve_exact(to - bytes.len());
+                }
+                paid = to;
             }
             bytes.extend_from_slice(&data);
         }
@@ -458,6 +466,14 @@ mod tests {
             Err(r) => assert_eq!(code_of(r).await, (503, "busy".to_string())),
         }
         assert_eq!(budget.held(), 80, "the refused body still holds bytes");
+        // An announced length is paid for whole with the first bytes: 30 of an announced
+        // 40 do not fit the 20 left, though their first frame alone would.
+        let announced = read_within(frames(&[10, 20]), Some(40), T, &budget).await;
+        match announced {
+            Ok(_) => panic!("an announced body past the budget was taken"),
+            Err(r) => assert_eq!(code_of(r).await, (503, "busy".to_string())),
+        }
+        assert_eq!(budget.held(), 80);
         // Within what is left, a body is read.
         let small = read_within(frames(&[20]), None, T, &budget).await;
         assert_eq!(small.map(|b| b.bytes.len()).map_err(|r| r.status()), Ok(20));

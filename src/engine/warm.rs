@@ -152,14 +152,9 @@ impl WarmSource for OneShot {
 /// two runners whose pids are alike (each pid 1 of its own namespace) never pick the same
 /// cgroup; the runner's pid and a sequence number follow it (`Engine::unique`).
 pub fn warm_name() -> String {
-    use std::hash::{BuildHasher, Hasher};
     static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    TAG.get_or_init(|| {
-        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u32(std::process::id());
-        format!("warm-{:08x}", h.finish() as u32)
-    })
-    .clone()
+    TAG.get_or_init(|| format!("warm-{:08x}", crate::sandbox::random_u32()))
+        .clone()
 }
 
 /// The job a warm sandbox's plan is made for: its shape, no files, no entry yet.

@@ -142,5 +142,23 @@ pub fn cgroup_parent(config: &crate::config::Config) -> Option<PathBuf> {
     config.runner.cgroup_parent.clone()
 }
 
+/// A random number: from the kernel's `getrandom`, else (it never fails once the kernel's
+/// pool is ready, long before any job) from std's randomly keyed hasher. For what must not
+/// tell one job about others (a job's uid) or must differ between runners (warm sandboxes'
+/// names); nothing secret rests on it.
+pub fn random_u32() -> u32 {
+    let mut bytes = [0u8; 4];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given, which
+    // lives across the call.
+    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if n == 4 {
+        return u32::from_ne_bytes(bytes);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.finish() as u32
+}
+
 #[cfg(test)]
 mod tests;

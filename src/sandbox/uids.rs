@@ -157,7 +157,7 @@ impl UidPool {
     /// held one when it started (`process.getuid()` counts the host's jobs); the spread
     /// keeps the lock folder to about that many files.
     pub fn lease(&self) -> Result<UidLease, String> {
-        self.lease_from(random_u32() % self.count.clamp(1, LEASE_SPREAD))
+        self.lease_from(super::random_u32() % self.count.clamp(1, LEASE_SPREAD))
     }
 
     /// The first free uid from `start` into the range (then from its beginning).
@@ -191,20 +191,6 @@ impl UidPool {
 
 /// How many of the range's uids a lease may start from (see [`UidPool::lease`]).
 pub const LEASE_SPREAD: u32 = 4096;
-
-/// A random number from the kernel (never blocks once the pool is initialised, as it is long
-/// before any job); 0 if the call fails, which only makes the start the range's beginning.
-fn random_u32() -> u32 {
-    let mut bytes = [0u8; 4];
-    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer it is given, which
-    // lives across the call.
-    let n = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
-    if n == 4 {
-        u32::from_ne_bytes(bytes)
-    } else {
-        0
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -338,11 +324,6 @@ mod tests {
             assert!(p.contains(says), "{base}+{count}: {p:?}");
         }
     }
-}
-
-#[cfg(test)]
-mod spread_tests {
-    use super::*;
 
     /// The uid a job gets does not count the uids others hold: with three held, leases
     /// start at random places among the first LEASE_SPREAD, never on a held one.

@@ -66,8 +66,9 @@ fn padded_query(id: u16, name: &str, pad: usize) -> Vec<u8> {
 fn udp_queries_too_long_or_past_the_cap_are_dropped() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
-    if netns::missing_capabilities().is_some() {
-        panic!("this test needs root (a network namespace of its own)");
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped("udp_queries_too_long_or_past_the_cap_are_dropped", &missing);
+        return;
     }
     let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
     let upstream = DnsServer(hole.local_addr().expect("addr"));
