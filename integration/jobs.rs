@@ -33,6 +33,22 @@ fn a_benign_job_runs_and_reports_its_measurements() {
 }
 
 #[test]
+fn a_job_id_of_the_longest_allowed_length_runs() {
+    // SPEC allows 64 characters; the job's cgroup is named `<id>.<pid>.<seq>`, which once
+    // passed the cgroup name's bound and ended such a job `internal` before it started.
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let id = format!("itest-long-{}", "x.Y_9-".repeat(9))[..64].to_owned();
+    assert_eq!(id.len(), 64);
+    let r = state.run_job(&job(&id, ECHO, json!({"text": "long"})));
+    assert_status(&r, "ok", None);
+    assert_eq!(r["job_id"], id.as_str());
+    assert_eq!(r["output"], json!({"got": {"text": "long"}}));
+    assert_host_clean(&id);
+}
+
+#[test]
 fn malformed_jobs_are_rejected_and_nothing_runs() {
     require_host();
     let _h = exclusive();

@@ -404,7 +404,7 @@ impl Engine {
     /// A fresh name for a job's directory and cgroup: `<what>.<pid>.<n>`.
     fn unique(&self, what: &str) -> String {
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        format!("{what}.{}.{seq}", std::process::id())
+        unique_name(what, std::process::id(), seq)
     }
 
     async fn run_cold(
@@ -606,6 +606,13 @@ impl Engine {
     }
 }
 
+/// `<what>.<pid>.<seq>`: the name of a job's (or a warm sandbox's) directory and cgroup.
+/// The longest, a 64-character `job_id` with the largest pid and sequence number, still
+/// fits a cgroup's name.
+fn unique_name(what: &str, pid: u32, seq: u64) -> String {
+    format!("{what}.{pid}.{seq}")
+}
+
 /// Removes a job directory whose tree was sealed read-only.
 fn remove_job_dir(dir: &Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(dir) {
@@ -625,6 +632,18 @@ mod tests {
     use super::*;
 
     const SHIPPED: &str = include_str!("../policies/seccomp.json");
+
+    #[test]
+    fn the_longest_unique_name_fits_a_cgroup_name() {
+        let id = "a".repeat(job::MAX_JOB_ID_LEN);
+        assert!(job::valid_job_id(&id));
+        let name = unique_name(&id, u32::MAX, u64::MAX);
+        assert!(
+            name.len() <= crate::sandbox::cgroup::MAX_NAME_LEN,
+            "{} bytes: {name}",
+            name.len()
+        );
+    }
 
     fn filters(text: &str) -> Filters {
         let policy = seccomp::parse_policy(text).unwrap_or_else(|e| panic!("policy: {e}"));

@@ -99,8 +99,11 @@ pub const SUPERVISOR_LEAF_PREFIX: &str = "supervisor-";
 /// v2, delegated cgroup: the parent of the job cgroups.
 pub const JOBS_NAME: &str = "jobs";
 
-/// Longest job cgroup name, the same bound as a `job_id`.
-const MAX_NAME_LEN: usize = 64;
+/// Longest job cgroup name: a `job_id` (up to 64 characters) and the `.<pid>.<seq>` the
+/// engine adds to make it unique (up to 32 more) fit, well under the 255 bytes a name of
+/// the cgroup filesystem may have. At 64, the bound of the id alone, a job with a 64
+/// character id could never get a cgroup and ended `internal`.
+pub const MAX_NAME_LEN: usize = 128;
 /// How long `kill_all` keeps killing before it reports the survivors. A SIGKILLed process
 /// dies only once the scheduler runs it again to take the signal (and it has freed its
 /// memory): a job spinning on both cores of a loaded 2-core machine took longer than a

@@ -1428,7 +1428,10 @@ fn v2_job_gets_its_limits_in_the_right_files() {
 fn job_names_and_limits_are_checked() {
     let fake = FakeHost::hybrid(true);
     let host = fake.detect(None).expect("detect");
-    let long = "a".repeat(65);
+    let longest = "a".repeat(MAX_NAME_LEN);
+    host.create_job(&longest, &limits(MIB, 1))
+        .expect("a name of the longest length is taken");
+    let long = "a".repeat(MAX_NAME_LEN + 1);
     for bad in ["", ".", "..", "a/b", "a b", "ä", "../x", long.as_str()] {
         let err = host
             .create_job(bad, &limits(MIB, 1))
