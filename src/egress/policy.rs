@@ -54,14 +54,23 @@ pub const SUPPORTED_PORTS: [u16; 2] = [443, 80];
 /// The synthetic addresses the DNS responder hands out (see `egress::dns`).
 pub const SYNTHETIC_POOL: &str = "198.18.0.0/15";
 
-/// Denied whatever the policy file says: (range, reason).
+/// Denied whatever the policy file says: (range, reason). Everything SPEC says `public` may
+/// never reach is here, so an operator's file that leaves out its `[[deny]]` list (or a
+/// range of it) opens nothing SPEC forbids: the file can add ranges, never remove these.
 pub const FLOOR: &[(&str, &str)] = &[
     ("0.0.0.0/8", "unspecified / this network (built in)"),
+    ("10.0.0.0/8", "private network, RFC 1918 (built in)"),
+    (
+        "100.64.0.0/10",
+        "shared address space (CGNAT, RFC 6598; cloud metadata 100.100.100.200), built in",
+    ),
     ("127.0.0.0/8", "loopback (built in)"),
     (
         "169.254.0.0/16",
         "link-local, cloud metadata 169.254.169.254 (built in)",
     ),
+    ("172.16.0.0/12", "private network, RFC 1918 (built in)"),
+    ("192.168.0.0/16", "private network, RFC 1918 (built in)"),
     ("224.0.0.0/4", "multicast (built in)"),
     ("240.0.0.0/4", "reserved and limited broadcast (built in)"),
     (
@@ -70,12 +79,26 @@ pub const FLOOR: &[(&str, &str)] = &[
     ),
     ("::/128", "unspecified (built in)"),
     ("::1/128", "loopback (built in)"),
+    ("::/96", "IPv4-compatible IPv6, deprecated (built in)"),
+    ("64:ff9b:1::/48", "local-use NAT64, RFC 8215 (built in)"),
+    (
+        "fc00::/7",
+        "unique local, the IPv6 private networks (built in)",
+    ),
     ("fe80::/10", "link-local (built in)"),
+    ("fec0::/10", "site-local, deprecated (built in)"),
     ("ff00::/8", "multicast (built in)"),
 ];
 
-/// The built-in embedded-IPv4 form: IPv4-mapped IPv6.
-pub const FLOOR_EMBEDDED: (&str, u8, &str) = ("::ffff:0:0/96", 96, "IPv4-mapped IPv6 (built in)");
+/// The built-in embedded-IPv4 forms, judged by the IPv4 address they carry: (prefix, offset
+/// of the IPv4 address in bits, reason). IPv4-mapped IPv6, NAT64's well-known prefix and
+/// 6to4: without them a file could let `64:ff9b::a00:1` reach 10.0.0.1 through a NAT64
+/// gateway.
+pub const FLOOR_EMBEDDED: &[(&str, u8, &str)] = &[
+    ("::ffff:0:0/96", 96, "IPv4-mapped IPv6 (built in)"),
+    ("64:ff9b::/96", 96, "NAT64, RFC 6052 (built in)"),
+    ("2002::/16", 16, "6to4, RFC 3056 (built in)"),
+];
 
 /// Longest name (RFC 1035, without the trailing dot).
 pub const MAX_NAME_LEN: usize = 253;
@@ -375,11 +398,13 @@ impl EgressPolicy {
                 reason: e.reason,
             });
         }
-        embedded.push(EmbeddedIpv4 {
-            prefix: FLOOR_EMBEDDED.0.parse().expect("FLOOR_EMBEDDED parses"),
-            ipv4_offset: FLOOR_EMBEDDED.1,
-            reason: FLOOR_EMBEDDED.2.to_string(),
-        });
+        for (prefix, ipv4_offset, reason) in FLOOR_EMBEDDED {
+            embedded.push(EmbeddedIpv4 {
+                prefix: prefix.parse().expect("FLOOR_EMBEDDED prefixes parse"),
+                ipv4_offset: *ipv4_offset,
+                reason: (*reason).to_string(),
+            });
+        }
         if file.dns.max_names == 0 || file.dns.max_names > MAX_NAMES_CAP {
             return invalid(format!(
                 "dns.max_names {} must be within 1..={MAX_NAMES_CAP}",

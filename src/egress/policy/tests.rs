@@ -29,7 +29,7 @@ fn the_shipped_policy_loads() {
     // The file's ranges then the floor; every one has a reason.
     assert!(p.deny.len() > FLOOR.len() + 20);
     assert!(p.deny.iter().all(|r| !r.reason.trim().is_empty()));
-    assert_eq!(p.embedded.len(), 4);
+    assert_eq!(p.embedded.len(), 3 + FLOOR_EMBEDDED.len());
 }
 
 #[test]
@@ -224,26 +224,29 @@ fn invalid_policies_are_refused_with_the_reason() {
 }
 
 #[test]
-fn a_test_policy_may_open_a_private_range_but_never_the_floor() {
-    // Tests place upstream hosts in 10.x by dropping that range; loopback and metadata stay
-    // denied whatever the file says.
+fn a_file_cannot_open_what_spec_says_public_never_reaches() {
+    // An operator's file that drops ranges, or all of its [[deny]] list, still denies
+    // loopback, private (RFC 1918, CGNAT), link-local and metadata, multicast, and the IPv6
+    // equivalents, also when carried in an embedded form; only the ranges it adds beyond
+    // them (documentation, benchmarking...) are its own to open.
     let p = edited(|s| {
-        s.replace("range = \"10.0.0.0/8\"", "range = \"10.255.255.0/24\"")
+        s.replace("range = \"10.0.0.0/8\"", "range = \"192.0.2.0/25\"")
+            .replace("range = \"100.64.0.0/10\"", "range = \"192.0.2.128/25\"")
             .replace("range = \"127.0.0.0/8\"", "range = \"192.0.0.0/29\"")
             .replace("range = \"169.254.0.0/16\"", "range = \"192.0.0.8/29\"")
             .replace(
                 "range = \"169.254.169.254/32\"",
                 "range = \"192.0.0.16/29\"",
             )
+            .replace("range = \"fc00::/7\"", "range = \"2001:db8::/33\"")
     })
     .unwrap();
-    assert_eq!(address_allowed(&p, ip("10.1.2.3"), &[]), Ok(()));
     for denied in [
-        "127.0.0.1",
+        "10.1.2.3",
+        "100.100.100.200",
         "127.1.2.3",
         "169.254.169.254",
-        "::ffff:127.0.0.1",
-        "64:ff9b::7f00:1",
+        "fd00::1",
     ] {
         let reason = address_allowed(&p, ip(denied), &[]).unwrap_err();
         assert!(
@@ -251,13 +254,24 @@ fn a_test_policy_may_open_a_private_range_but_never_the_floor() {
             "{denied}: {reason}"
         );
     }
-    // A file with no ranges at all still denies the floor.
-    let bare =
-        EgressPolicy::from_toml_str(SHIPPED_TOML.split("# ---- IPv4").next().unwrap()).unwrap();
+    // A file with no ranges and no embedded forms at all, and IPv6 outside 2000::/3 let
+    // through: the floor still holds.
+    let bare_text = SHIPPED_TOML.split("# ---- IPv4").next().unwrap().replace(
+        "ipv6_global_unicast_only = true",
+        "ipv6_global_unicast_only = false",
+    );
+    let bare = EgressPolicy::from_toml_str(&bare_text).unwrap();
+    assert!(!bare.ipv6_global_unicast_only);
     assert_eq!(bare.deny.len(), FLOOR.len());
-    assert_eq!(bare.embedded.len(), 1);
+    assert_eq!(bare.embedded.len(), FLOOR_EMBEDDED.len());
     for denied in [
         "0.0.0.0",
+        "10.0.0.1",
+        "172.16.0.1",
+        "172.31.255.255",
+        "192.168.1.1",
+        "100.64.0.1",
+        "100.100.100.200",
         "127.0.0.1",
         "169.254.169.254",
         "224.0.0.1",
@@ -265,9 +279,18 @@ fn a_test_policy_may_open_a_private_range_but_never_the_floor() {
         "198.18.0.1",
         "::",
         "::1",
+        "::a00:1",
+        "64:ff9b:1::a00:1",
+        "fc00::1",
+        "fd12:3456::1",
         "fe80::1",
+        "fec0::1",
         "ff02::1",
         "::ffff:127.0.0.1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::a00:1",
+        "64:ff9b::a9fe:a9fe",
+        "2002:c0a8:101::1",
     ] {
         let reason = address_allowed(&bare, ip(denied), &[]).unwrap_err();
         assert!(
@@ -275,7 +298,20 @@ fn a_test_policy_may_open_a_private_range_but_never_the_floor() {
             "{denied}: {reason}"
         );
     }
-    assert_eq!(address_allowed(&bare, ip("10.0.0.1"), &[]), Ok(()));
+    // What is public stays reachable, also in an embedded form.
+    for allowed in [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2606:4700::1111",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
+    ] {
+        assert_eq!(
+            address_allowed(&bare, ip(allowed), &[]),
+            Ok(()),
+            "{allowed}"
+        );
+    }
 }
 
 // ---- names ---------------------------------------------------------------------------------
