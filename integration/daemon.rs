@@ -1318,6 +1318,25 @@ fn a_journal_removed_while_the_daemon_runs_is_written_back() {
     assert_host_clean("dtest-unlink");
 }
 
+/// Removes the daemon's jobs folder. The warm pool may be laying out a sandbox in it at that
+/// moment, so a removal that finds new entries appearing (`ENOTEMPTY`) is tried again.
+fn remove_jobs_folder(jobs: &std::path::Path) {
+    let started = Instant::now();
+    loop {
+        match std::fs::remove_dir_all(jobs) {
+            Ok(()) => return,
+            Err(e) if e.kind() == std::io::ErrorKind::DirectoryNotEmpty => {
+                assert!(
+                    started.elapsed() < Duration::from_secs(5),
+                    "remove the jobs folder: {e}"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("remove the jobs folder: {e}"),
+        }
+    }
+}
+
 #[test]
 fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
     require_host();
@@ -1325,13 +1344,13 @@ fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
     let d = Daemon::start("");
     assert_status(&d.post_wait(&job("dtest-jobsdir-1", ONE, 5000)), "ok", None);
     let jobs = d.state().join("jobs");
-    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    remove_jobs_folder(&jobs);
     // The next job makes it again (it does not wait for the check).
     assert_status(&d.post_wait(&job("dtest-jobsdir-2", ONE, 5000)), "ok", None);
     assert!(jobs.is_dir());
 
     // The check every second makes it too, and says so.
-    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    remove_jobs_folder(&jobs);
     let started = Instant::now();
     while !jobs.is_dir() {
         assert!(started.elapsed() < Duration::from_secs(5), "not made again");
@@ -1341,7 +1360,7 @@ fn the_jobs_folder_removed_while_the_daemon_runs_is_made_again() {
     d.wait_log("jobs folder was removed", Duration::from_secs(5));
 
     // Something that is not a folder in its place: not ready, and why.
-    std::fs::remove_dir_all(&jobs).expect("remove the jobs folder");
+    remove_jobs_folder(&jobs);
     std::fs::write(&jobs, "not a folder").expect("a file in its place");
     let info = wait_ready(&d, false, Duration::from_secs(5));
     assert!(
