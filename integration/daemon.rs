@@ -1140,6 +1140,45 @@ fn inputs_without_bytes_come_from_media_verified() {
 }
 
 #[test]
+fn a_job_cancelled_while_its_inputs_are_fetched_ends_at_once() {
+    require_host();
+    let _h = exclusive();
+    let (addr, hits) = media_server(std::collections::HashMap::new());
+    let d = Daemon::start(&format!(
+        "[runner]\nmedia_url = \"http://{addr}/media\"\nmedia_timeout_ms = 15000\n"
+    ));
+    let mut j = job("dtest-mediacancel", ONE, 5000);
+    let input = j["inputs"][0].as_object_mut().expect("input");
+    input.remove("content_base64");
+    input.insert("media_id".into(), json!("silent"));
+    let (code, env) = d.post(&j);
+    assert_eq!(code, 202, "{env}");
+    // The fetch is under way: Media has the request and will not answer for 20 s.
+    let started = Instant::now();
+    while hits.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "never fetched");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    let (code, cancelled) = d.call("DELETE", "/v1/jobs/dtest-mediacancel", None);
+    assert_eq!(code, 200, "{cancelled}");
+    assert_status(&cancelled["result"], "cancelled", Some("cancelled"));
+    assert!(
+        cancelled["result"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("before it started"),
+        "{cancelled}"
+    );
+    // Not Media's timeout of 15 s: the cancel ends the fetch.
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert_eq!(d.get_job("dtest-mediacancel")["state"], "done");
+    assert_eq!(d.info()["ready"], true);
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-mediacancel");
+}
+
+#[test]
 fn a_host_that_cannot_run_jobs_still_answers_and_says_why() {
     require_host();
     let _h = exclusive();

@@ -22,7 +22,7 @@ use crate::supervise;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 pub mod warm;
@@ -345,7 +345,8 @@ impl Engine {
         cancel: &Cancel,
         warm: &dyn WarmSource,
     ) -> (JobResult, Removal) {
-        let files = match self.verified_files(&job).await {
+        let job = Arc::new(job);
+        let files = match self.verified_files(&job, cancel).await {
             Ok(f) => f,
             Err(result) => return (*result, Removal::none()),
         };
@@ -379,26 +380,65 @@ impl Engine {
         {
             return self.run_warmed_first(job, cancel).await;
         }
-        match self.verified_files(&job).await {
+        let job = Arc::new(job);
+        match self.verified_files(&job, cancel).await {
             Ok(files) => self.run_cold(&job, &files, cancel).await,
             Err(result) => *result,
         }
     }
 
-    /// The job's files, fetched where the media service has them and verified; the
-    /// job's result when they cannot be had (nothing runs).
+    /// The job's files, found in the cache or fetched where the media service has them,
+    /// and verified; the job's result when they cannot be had (nothing runs). The cache's
+    /// reads and writes (a file per input, and a write's `fsync`) run on blocking threads,
+    /// not on the daemon's async workers. A cancel (or SIGTERM) while inputs are fetched
+    /// ends the job at once, not after Media's timeout for each input.
     async fn verified_files(
         &self,
-        job: &ValidJob,
+        job: &Arc<ValidJob>,
+        cancel: &Cancel,
     ) -> Result<Vec<(String, Vec<u8>)>, Box<JobResult>> {
-        let fetched = match &self.media {
-            Some(media) => match media.fetch_missing(job, &self.cache).await {
-                Ok(f) => f,
-                Err(e) => return Err(Box::new(self.input_failure(job, e))),
-            },
-            None => inputs::Fetched::new(),
+        let (j, cache) = (Arc::clone(job), self.cache.clone());
+        let found = self
+            .blocking(job, move || inputs::cached(&j, &cache))
+            .await?;
+        let found = match &self.media {
+            Some(media) => {
+                let fetched = tokio::select! {
+                    biased;
+                    cause = cancel.cancelled() => {
+                        let message = cause.message(false);
+                        return Err(Box::new(JobResult::not_run(
+                            &job.job_id,
+                            cause.reason(),
+                            message,
+                            job.net,
+                            self.node(),
+                        )));
+                    }
+                    fetched = media.fetch_missing(job, found) => fetched,
+                };
+                match fetched {
+                    Ok(f) => f,
+                    Err(e) => return Err(Box::new(self.input_failure(job, e))),
+                }
+            }
+            None => found,
         };
-        inputs::gather(job, &self.cache, &fetched).map_err(|e| Box::new(self.input_failure(job, e)))
+        let (j, cache) = (Arc::clone(job), self.cache.clone());
+        self.blocking(job, move || inputs::gather(&j, &cache, &found))
+            .await?
+            .map_err(|e| Box::new(self.input_failure(job, e)))
+    }
+
+    /// `work` on one of tokio's blocking threads; `job`'s `internal` result if it panicked.
+    async fn blocking<T: Send + 'static>(
+        &self,
+        job: &ValidJob,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, Box<JobResult>> {
+        tokio::task::spawn_blocking(work).await.map_err(|e| {
+            Box::new(self.internal(job, format!("the job's inputs could not be read: {e}")))
+        })
     }
 
     /// A fresh name for a job's directory and cgroup: `<what>.<pid>.<n>`.

@@ -51,8 +51,15 @@ pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()
 }
 
-/// Bytes the Media service sent for one job, by sha256, verified, not yet cached.
+/// Bytes found for one job, by sha256, each verified: what the cache held for it when its
+/// inputs were looked up ([`cached`]), so an entry evicted afterwards still serves the
+/// job, and what the Media service sent.
 pub type Fetched = HashMap<[u8; 32], Vec<u8>>;
+
+/// How often a runner measures the cache directory again although its own count says it is
+/// within its bound: other runners sharing the state directory add entries it does not
+/// count.
+const RESCAN: Duration = Duration::from_secs(60);
 
 /// What an entry costs the cache's bound: its size in 4 KiB blocks, at least one, so that
 /// empty or tiny entries cannot make the directory grow without bound either.
@@ -79,6 +86,15 @@ struct Counters {
     bytes: AtomicU64,
     measured: AtomicBool,
     evictions: AtomicU64,
+    /// When the directory was last measured, in seconds since the epoch.
+    scanned_at: AtomicU64,
+    /// Makes each put's temporary file name its own within this process.
+    puts: AtomicU64,
+}
+
+fn epoch_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// The content-addressed cache: `<dir>/<sha256 hex>`, read-only files, at most `max_bytes`
@@ -130,7 +146,10 @@ impl Cache {
     }
 
     /// Keeps verified bytes for later jobs, then evicts the least recently used entries
-    /// past the bound. Best effort: a failure only costs a refetch.
+    /// past the bound. Best effort: a failure only costs a refetch. The directory is
+    /// measured again only when this runner's count of it passes the bound, or a minute
+    /// after it was last measured, not at every put: with many small entries a full scan
+    /// per input made each job read the whole directory once for every input it brought.
     pub fn put(&self, digest: &[u8; 32], bytes: &[u8]) {
         let name = hex::encode(digest);
         let path = self.dir.join(&name);
@@ -140,22 +159,38 @@ impl Cache {
             }
             return;
         }
-        if self.max_bytes < charge(bytes.len() as u64) {
+        let cost = charge(bytes.len() as u64);
+        if self.max_bytes < cost {
             return;
         }
         if std::fs::create_dir_all(&self.dir).is_err() {
             return;
         }
-        let tmp = self.dir.join(format!(".{name}.{}.tmp", std::process::id()));
+        // Two puts of the same bytes at once (two jobs bringing them) each write a file of
+        // their own; the second rename replaces the first's with the same bytes.
+        let n = self.counters.puts.fetch_add(1, Ordering::Relaxed);
+        let tmp = self
+            .dir
+            .join(format!(".{name}.{}.{n}.tmp", std::process::id()));
         let ok = std::fs::File::create(&tmp)
             .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
             .is_ok();
+        let mut added = false;
         if ok {
             use std::os::unix::fs::PermissionsExt;
             let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o444));
-            let _ = std::fs::rename(&tmp, &path);
-        } else {
+            added = std::fs::rename(&tmp, &path).is_ok();
+        }
+        if !added {
             let _ = std::fs::remove_file(&tmp);
+        }
+        if added && self.counters.measured.load(Ordering::Relaxed) {
+            let counted = self.counters.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
+            let since = epoch_secs(SystemTime::now())
+                .saturating_sub(self.counters.scanned_at.load(Ordering::Relaxed));
+            if counted <= self.max_bytes && since < RESCAN.as_secs() {
+                return;
+            }
         }
         self.enforce_bound();
     }
@@ -164,12 +199,15 @@ impl Cache {
     /// bound (and temp files that a dead runner left). Other runners sharing the state
     /// directory may remove entries at the same time: a vanished file is simply gone.
     fn enforce_bound(&self) {
+        let now = SystemTime::now();
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             self.counters.bytes.store(0, Ordering::Relaxed);
+            self.counters
+                .scanned_at
+                .store(epoch_secs(now), Ordering::Relaxed);
             self.counters.measured.store(true, Ordering::Relaxed);
             return;
         };
-        let now = SystemTime::now();
         let mut entries: Vec<(SystemTime, PathBuf, u64)> = Vec::new();
         for e in dir.filter_map(Result::ok) {
             let Ok(meta) = e.metadata() else { continue };
@@ -206,6 +244,9 @@ impl Cache {
             }
         }
         self.counters.bytes.store(total, Ordering::Relaxed);
+        self.counters
+            .scanned_at
+            .store(epoch_secs(now), Ordering::Relaxed);
         self.counters.measured.store(true, Ordering::Relaxed);
     }
 }
@@ -224,19 +265,45 @@ pub fn verify(input: &ValidInput, bytes: &[u8]) -> Result<(), InputError> {
     Ok(())
 }
 
-/// The bytes of each of the job's inputs (carried, cached or fetched), each verified against
-/// its sha256 and checked. New bytes (carried by the job or fetched for it) go into the
-/// cache only after every input passed, so a job that ends `integrity` or `rejected` leaves
-/// nothing there.
+/// What the cache holds of the job's inputs that carry no bytes, each read and verified
+/// once, for [`gather`] (and for the Media fetch, which skips them). It stops once the
+/// bytes carried and found pass the inputs' total bound: the job fails on that bound
+/// whatever the rest would hold.
+pub fn cached(job: &ValidJob, cache: &Cache) -> Fetched {
+    let mut found = Fetched::new();
+    let mut total: usize = job
+        .inputs
+        .iter()
+        .filter_map(|i| i.content.as_ref().map(Vec::len))
+        .sum();
+    for input in &job.inputs {
+        if total > crate::job::MAX_INPUTS_TOTAL_BYTES {
+            break;
+        }
+        if input.content.is_some() || found.contains_key(&input.sha256) {
+            continue;
+        }
+        if let Some(bytes) = cache.get(&input.sha256) {
+            total += bytes.len();
+            found.insert(input.sha256, bytes);
+        }
+    }
+    found
+}
+
+/// The bytes of each of the job's inputs (carried, found in the cache or fetched), each
+/// verified against its sha256 and checked. New bytes (carried by the job or fetched for
+/// it) go into the cache only after every input passed, so a job that ends `integrity` or
+/// `rejected` leaves nothing there.
 pub fn gather(
     job: &ValidJob,
     cache: &Cache,
-    fetched: &Fetched,
+    found: &Fetched,
 ) -> Result<Vec<(String, Vec<u8>)>, InputError> {
     let mut out = Vec::with_capacity(job.inputs.len());
     let mut total = 0usize;
     for input in &job.inputs {
-        let bytes = bytes_of(input, cache, fetched)?;
+        let bytes = bytes_of(input, cache, found)?;
         verify(input, &bytes)?;
         check_input_content(&input.name, &bytes).map_err(InputError::Content)?;
         total += bytes.len();
@@ -249,18 +316,18 @@ pub fn gather(
         out.push((input.name.clone(), bytes));
     }
     for (input, (_, bytes)) in job.inputs.iter().zip(&out) {
-        if input.content.is_some() || fetched.contains_key(&input.sha256) {
+        if input.content.is_some() || found.contains_key(&input.sha256) {
             cache.put(&input.sha256, bytes);
         }
     }
     Ok(out)
 }
 
-fn bytes_of(input: &ValidInput, cache: &Cache, fetched: &Fetched) -> Result<Vec<u8>, InputError> {
+fn bytes_of(input: &ValidInput, cache: &Cache, found: &Fetched) -> Result<Vec<u8>, InputError> {
     if let Some(b) = &input.content {
         return Ok(b.clone());
     }
-    if let Some(b) = fetched.get(&input.sha256) {
+    if let Some(b) = found.get(&input.sha256) {
         return Ok(b.clone());
     }
     cache.get(&input.sha256).ok_or_else(|| InputError::Missing {
@@ -495,6 +562,82 @@ mod tests {
         assert_eq!(cache.get(&sha256(&good)).unwrap(), good);
         assert_eq!(cache.get(&sha256(&fetched_bytes)).unwrap(), fetched_bytes);
         assert_eq!(cache.get(&sha256(b"1")).unwrap(), b"1");
+    }
+
+    /// A job whose inputs `(name, the bytes whose sha256 it names)` carry no bytes: the
+    /// cache (or Media) must have them.
+    fn job_of(inputs: &[(&str, &[u8])]) -> ValidJob {
+        let inputs: Vec<serde_json::Value> = inputs
+            .iter()
+            .map(|(name, named)| {
+                serde_json::json!({"name": name, "sha256": hex::encode(sha256(named))})
+            })
+            .collect();
+        let v = serde_json::json!({
+            "job_id": "cache-test",
+            "class": "function",
+            "artifact": crate::job::ARTIFACT,
+            "args": {"tool": "probe", "entry": "t.js", "input": {}},
+            "inputs": inputs,
+        });
+        crate::job::parse_job_value(v, &crate::job::Bounds::default()).unwrap()
+    }
+
+    #[test]
+    fn bytes_found_in_the_cache_serve_the_job_after_their_entry_is_evicted() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        let cache = Cache::new(dir.clone(), 1 << 20);
+        cache.put(&sha256(b"1"), b"1");
+        let job = job_of(&[("t.js", b"1"), ("gone.js", b"2")]);
+        let found = cached(&job, &cache);
+        assert_eq!(found.len(), 1, "only what the cache has");
+        // Another job's put (or another runner) evicts the entry before the job's files
+        // are gathered: what was read is what the job gets.
+        std::fs::remove_file(dir.join(hex::encode(sha256(b"1")))).unwrap();
+        let job = job_of(&[("t.js", b"1")]);
+        let files = gather(&job, &cache, &found).unwrap();
+        assert_eq!(files, vec![("t.js".to_string(), b"1".to_vec())]);
+    }
+
+    #[test]
+    fn a_put_within_the_bound_does_not_measure_the_directory_again() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        // Room for three 4 KiB blocks.
+        let cache = Cache::new(dir.clone(), 3 * 4096);
+        cache.put(&sha256(b"a"), b"a");
+        assert_eq!(cache.stats().bytes, 4096);
+        // A temporary file a dead runner left: only a measure of the directory removes it.
+        let stale = dir.join(".dead.1.0.tmp");
+        std::fs::write(&stale, b"x").unwrap();
+        std::fs::File::open(&stale)
+            .unwrap()
+            .set_modified(SystemTime::now() - STALE_TMP * 2)
+            .unwrap();
+        cache.put(&sha256(b"b"), b"b");
+        assert!(stale.exists(), "a put within the bound reads no directory");
+        assert_eq!(cache.stats().bytes, 2 * 4096, "counted, not measured");
+        // Past the bound by this runner's own count: measured, stale file gone, and the
+        // least recently used entry evicted.
+        set_age(&dir, &sha256(b"a"), 100);
+        cache.put(&sha256(b"c"), b"c");
+        cache.put(&sha256(b"d"), b"d");
+        assert!(!stale.exists(), "measured once past the bound");
+        assert!(cache.get(&sha256(b"a")).is_none());
+        assert_eq!(cache.stats().bytes, 3 * 4096);
+        assert_eq!(cache.stats().evictions, 1);
+        // A minute after the last measure, a put measures again whatever the count says:
+        // the entries of other runners sharing the folder count too.
+        let other = Cache::new(dir.clone(), 1 << 20);
+        other.put(&sha256(b"e"), b"e");
+        cache.counters.scanned_at.store(
+            epoch_secs(SystemTime::now()) - RESCAN.as_secs(),
+            Ordering::Relaxed,
+        );
+        cache.put(&sha256(b"f"), b"f");
+        assert_eq!(cache.stats().bytes, 3 * 4096);
+        assert_eq!(cache.stats().evictions, 3);
     }
 
     #[test]

@@ -3,13 +3,13 @@
 //!
 //! The answer is bounded in size (the 1 MiB all inputs may hold together) and in time
 //! (`runner.media_timeout_ms`, connection to last byte), hashed in memory, and handed to
-//! `inputs::resolve` only when it matches the input's sha256; `resolve` verifies it once
+//! `inputs::gather` only when it matches the input's sha256; `gather` verifies it once
 //! more and keeps it in the content-addressed cache once every input of the job passed.
 //! Nothing is written for bytes that do not match, nor for a job that ends `integrity`. The job's `subject` and `project` go along as `X-OV-Subject` and `X-OV-Project`,
 //! so the Media service can check that the job may read what it names.
 
 use crate::config::Config;
-use crate::inputs::{Cache, Fetched, InputError};
+use crate::inputs::{Fetched, InputError};
 use crate::job::{ValidJob, MAX_INPUTS_TOTAL_BYTES};
 use std::time::Duration;
 
@@ -62,21 +62,19 @@ impl Media {
         })
     }
 
-    /// Fetches every input the job carries no bytes for and the cache lacks, and returns
-    /// the verified bytes. An input without a `media_id` is left to `inputs::resolve`,
-    /// which reports it missing.
+    /// Fetches every input the job carries no bytes for and `found` (what the cache held
+    /// for the job, [`crate::inputs::cached`]) lacks, and returns `found` with the verified
+    /// bytes added. An input without a `media_id` is left to `inputs::gather`, which
+    /// reports it missing.
     pub async fn fetch_missing(
         &self,
         job: &ValidJob,
-        cache: &Cache,
+        found: Fetched,
     ) -> Result<Fetched, InputError> {
         let mut budget = self.max_bytes;
-        let mut fetched = Fetched::new();
+        let mut fetched = found;
         for input in &job.inputs {
-            if input.content.is_some()
-                || fetched.contains_key(&input.sha256)
-                || cache.get(&input.sha256).is_some()
-            {
+            if input.content.is_some() || fetched.contains_key(&input.sha256) {
                 continue;
             }
             let Some(media_id) = input.media_id.as_deref() else {
@@ -168,7 +166,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::inputs::sha256;
+    use crate::inputs::{sha256, Cache};
     use crate::job::{Bounds, Net};
     use bytes::Bytes;
     use http_body_util::Full;
@@ -270,7 +268,10 @@ mod tests {
         .unwrap();
 
         let job = job_with("good", GOOD);
-        let fetched = media.fetch_missing(&job, &cache).await.unwrap();
+        let fetched = media
+            .fetch_missing(&job, crate::inputs::cached(&job, &cache))
+            .await
+            .unwrap();
         assert_eq!(fetched.get(&sha256(GOOD)).map(Vec::as_slice), Some(GOOD));
         assert!(
             cache.get(&sha256(GOOD)).is_none(),
@@ -280,13 +281,12 @@ mod tests {
         assert_eq!(cache.get(&sha256(GOOD)).unwrap(), GOOD);
         // Cached now: no second request is needed (a dead server would do).
         let dead = Media::new("http://127.0.0.1:9/", Duration::from_millis(300), 1 << 20).unwrap();
-        dead.fetch_missing(&job, &cache).await.unwrap();
+        dead.fetch_missing(&job, crate::inputs::cached(&job, &cache))
+            .await
+            .unwrap();
 
         let job = job_with("other", GOOD);
-        let e = media
-            .fetch_missing(&job, &Cache::new(tmp.path().join("c2"), 1 << 20))
-            .await
-            .unwrap_err();
+        let e = media.fetch_missing(&job, Fetched::new()).await.unwrap_err();
         assert!(matches!(e, InputError::Mismatch { .. }), "{e}");
         assert!(
             !tmp.path().join("c2").exists()
@@ -298,7 +298,7 @@ mod tests {
 
         for id in ["big", "stream"] {
             let e = media
-                .fetch_missing(&job_with(id, id.as_bytes()), &cache)
+                .fetch_missing(&job_with(id, id.as_bytes()), Fetched::new())
                 .await
                 .unwrap_err();
             assert!(
@@ -307,7 +307,7 @@ mod tests {
             );
         }
         let e = media
-            .fetch_missing(&job_with("missing", b"m"), &cache)
+            .fetch_missing(&job_with("missing", b"m"), Fetched::new())
             .await
             .unwrap_err();
         assert!(e.to_string().contains("404"), "{e}");
@@ -317,8 +317,6 @@ mod tests {
     #[tokio::test]
     async fn a_silent_server_costs_the_timeout_and_no_more() {
         let addr = server().await;
-        let tmp = tempfile::tempdir().unwrap();
-        let cache = Cache::new(tmp.path().join("cache"), 1 << 20);
         let media = Media::new(
             &format!("http://{addr}/media"),
             Duration::from_millis(400),
@@ -327,7 +325,7 @@ mod tests {
         .unwrap();
         let t = std::time::Instant::now();
         let e = media
-            .fetch_missing(&job_with("silent", GOOD), &cache)
+            .fetch_missing(&job_with("silent", GOOD), Fetched::new())
             .await
             .unwrap_err();
         assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
@@ -335,7 +333,7 @@ mod tests {
         // Nobody listening at all.
         let closed = Media::new("http://127.0.0.1:9", Duration::from_millis(400), 1 << 20).unwrap();
         let e = closed
-            .fetch_missing(&job_with("x", GOOD), &cache)
+            .fetch_missing(&job_with("x", GOOD), Fetched::new())
             .await
             .unwrap_err();
         assert!(matches!(e, InputError::Unavailable { .. }), "{e}");
