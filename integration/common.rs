@@ -80,12 +80,28 @@ pub fn hermetic_config_file(state: &Path) -> PathBuf {
     config
 }
 
+/// Starts `cmd`, again while its executable is busy (`ETXTBSY`): a test that has just
+/// written a copy of the runner gets that while a process another test thread forked in
+/// the meantime still holds the copy's write descriptor, until it execs.
+pub fn spawn_when_not_busy(cmd: &mut Command) -> std::io::Result<std::process::Child> {
+    let mut tries = 0;
+    loop {
+        match cmd.spawn() {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            spawned => return spawned,
+        }
+    }
+}
+
 /// Runs `cmd` with `text` on its stdin and its stdout and stderr captured, to its end.
 pub fn feed(cmd: &mut Command, text: &[u8]) -> std::process::Output {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
+        .stderr(Stdio::piped());
+    spawn_when_not_busy(cmd)
         .and_then(|mut child| {
             child.stdin.take().expect("stdin").write_all(text)?;
             child.wait_with_output()
