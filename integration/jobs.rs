@@ -48,6 +48,41 @@ fn a_job_id_of_the_longest_allowed_length_runs() {
     assert_host_clean(&id);
 }
 
+/// The host's monotonic clock, in whole seconds: how long it has been up.
+fn host_monotonic_secs() -> i64 {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC)
+        .expect("clock_gettime")
+        .tv_sec()
+}
+
+#[test]
+fn a_job_reads_its_own_clock_not_the_hosts_uptime() {
+    // Without a time namespace `process.hrtime` counts from the host's boot. The job's
+    // starts near zero: it is its own age. The comparison needs a host up for longer than
+    // a job could take, so a freshly booted one waits (at most a minute) until it is.
+    require_host();
+    let _h = exclusive();
+    let threshold = 60;
+    while host_monotonic_secs() < threshold {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let state = State::new();
+    let code = "process.stdout.write(JSON.stringify({hrtime_ms: Number(process.hrtime.bigint() / 1000000n)}));";
+    let r = state.run_job(&job("itest-clock", code, json!(null)));
+    assert_status(&r, "ok", None);
+    let job_ms = r["output"]["hrtime_ms"].as_i64().expect("a number");
+    let host_ms = host_monotonic_secs() * 1000;
+    assert!(
+        (0..20_000).contains(&job_ms),
+        "the job's monotonic clock reads {job_ms} ms (the host's {host_ms} ms): it must start near zero"
+    );
+    assert!(
+        host_ms >= threshold * 1000 && job_ms < host_ms - 30_000,
+        "{job_ms} {host_ms}"
+    );
+    assert_host_clean("itest-clock");
+}
+
 #[test]
 fn malformed_jobs_are_rejected_and_nothing_runs() {
     require_host();

@@ -141,8 +141,8 @@ function refusal(url) {
 //    and uptime. The job sees its own instead: its memory limit (set by the runner's last
 //    line of this file, jobMemBytes), what is left of it, no load, its own age. A seat
 //    belt: native code could still call sysinfo; these figures are not secrets, only
-//    the host's fingerprint. process.hrtime still counts from the host's boot (no time
-//    namespace), so the uptime is not hidden.
+//    the host's fingerprint. process.hrtime counts from the start of the job's time
+//    namespace (the runner's, where the kernel has them), not from the host's boot.
 let jobMemBytes = 0;
 const memoryRss = process.memoryUsage.rss;
 const processUptime = process.uptime;

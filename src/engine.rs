@@ -45,6 +45,8 @@ pub struct Engine {
     seq: AtomicU64,
     /// The kernel's landlock ABI, detected once at start; each job's plan targets it.
     landlock_abi: i32,
+    /// The kernel has time namespaces: each job gets one ([`Layers::time_namespace`]).
+    time_namespace: bool,
     /// Test only ([`Engine::without_node_hardening`]): Node's own hardening flags are left out.
     compromised_node: bool,
     /// Warm sandboxes being removed after their job's answer ([`Engine::settled`]).
@@ -236,6 +238,7 @@ impl Engine {
             bounds,
             seq: AtomicU64::new(0),
             landlock_abi: layers.landlock_abi,
+            time_namespace: layers.time_namespace,
             compromised_node: false,
             removals: tokio_util::task::TaskTracker::new(),
         })
@@ -509,6 +512,7 @@ impl Engine {
             egress_ports: &self.egress.policy().ports,
             existing: &|p: &Path| p.exists(),
             landlock_abi: self.landlock_abi,
+            time_namespace: self.time_namespace,
             fault: self.config.runner.fault_inject,
             node_hardening: !self.compromised_node,
             omit,

@@ -218,8 +218,8 @@ pub struct Plan {
     /// whose new, empty one comes with `unshare`.
     pub join_netns: Option<i32>,
     /// The `CLONE_NEW*` flags of the init stage's `unshare(2)`: mount, pid, net (a `deny`
-    /// job's, not one joined), ipc, uts, and cgroup when the init stage is the job's first
-    /// process in its cgroup (v1, [`CgroupJoin::Write`]).
+    /// job's, not one joined), ipc, uts, time (where the kernel has it), and cgroup when
+    /// the init stage is the job's first process in its cgroup (v1, [`CgroupJoin::Write`]).
     pub unshare: i32,
     /// The flags pid 1 unshares once it has checked it is in the job's cgroup: the cgroup
     /// namespace on v2 ([`CgroupJoin::CloneInto`]), where pid 1 is the job's first process
@@ -342,6 +342,8 @@ pub struct PlanInputs<'a> {
     pub existing: &'a dyn Fn(&Path) -> bool,
     /// The kernel's landlock ABI, detected once when the runner started (0: none).
     pub landlock_abi: i32,
+    /// The kernel has time namespaces: the job gets one, its clocks starting near zero.
+    pub time_namespace: bool,
     /// A step to make fail (configuration `fault_inject`, tests of failing closed): the plan
     /// carries that step's input corrupted ([`inject`]).
     pub fault: Option<Fault>,
@@ -463,6 +465,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         egress_ports,
         existing,
         landlock_abi,
+        time_namespace,
         fault,
         node_hardening,
         omit,
@@ -582,6 +585,12 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
     // new, empty one; the layer matrix may leave the mount, pid or net namespace out.
     let join_netns = (egress && !leaves_out(Layer::NetNamespace)).then_some(NETNS_FD);
     let mut unshare = libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
+    // A time namespace where the kernel has them: the init stage sets its monotonic and
+    // boot clocks to start near zero before pid 1 enters it, so `process.hrtime` and
+    // `/proc/uptime` do not tell the job how long the host has been up.
+    if time_namespace {
+        unshare |= libc::CLONE_NEWTIME;
+    }
     for (layer, flag, new) in [
         (Layer::MountNamespace, libc::CLONE_NEWNS, true),
         (Layer::PidNamespace, libc::CLONE_NEWPID, true),

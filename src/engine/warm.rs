@@ -235,6 +235,7 @@ impl Engine {
             egress_ports: &self.egress.policy().ports,
             existing: &|p: &Path| p.exists(),
             landlock_abi: self.landlock_abi,
+            time_namespace: self.time_namespace,
             fault: self.config.runner.fault_inject,
             node_hardening: !self.compromised_node,
             omit,

@@ -69,6 +69,7 @@ fn plan_joining(job: &ValidJob, major: u32, all_exist: bool, cgroup_join: Cgroup
         egress_ports: &[443, 80],
         existing: &|_| all_exist,
         landlock_abi: 6,
+        time_namespace: true,
         fault: None,
         node_hardening: true,
         omit: &[],
@@ -96,6 +97,7 @@ fn warm_plan(omit: &[Layer]) -> Result<Plan, String> {
         egress_ports: &[443, 80],
         existing: &|_| true,
         landlock_abi: 6,
+        time_namespace: true,
         fault: None,
         node_hardening: true,
         omit,
@@ -141,6 +143,7 @@ fn try_plan(
         egress_ports: &[443, 80],
         existing: &|_| true,
         landlock_abi: abi,
+        time_namespace: true,
         fault,
         node_hardening: true,
         omit,
@@ -373,6 +376,7 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         egress_ports: &[],
         existing: &|_| true,
         landlock_abi: 6,
+        time_namespace: true,
         // A fault only where the build honours one (the plan refuses it otherwise).
         fault: crate::fault::HOOKS.then_some(Fault::Landlock),
         node_hardening: true,
@@ -588,6 +592,7 @@ const EVERY_NAMESPACE: i32 = libc::CLONE_NEWNS
     | libc::CLONE_NEWNET
     | libc::CLONE_NEWIPC
     | libc::CLONE_NEWUTS
+    | libc::CLONE_NEWTIME
     | libc::CLONE_NEWCGROUP;
 
 /// A `deny` job gets every namespace new, its network's empty; a job with egress joins the
@@ -602,6 +607,40 @@ fn deny_unshares_every_namespace_and_egress_joins_the_runners_network() {
         assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWNET, "{net:?}");
         assert_eq!(p.join_netns, Some(NETNS_FD), "{net:?}");
     }
+}
+
+/// A kernel without time namespaces still runs jobs (the namespace only hides the host's
+/// uptime; SPEC does not require it): the plan leaves it out and nothing else.
+#[test]
+fn a_kernel_without_time_namespaces_gets_every_other_namespace() {
+    let filters = CompiledFilters::default();
+    let files = [("tools/t.js".to_string(), b"1".to_vec())];
+    let j = job(134_217_728);
+    let p = build(PlanInputs {
+        job: &j,
+        runtime: &rt(24),
+        paths: &paths(),
+        files: &files,
+        preload: b"'use strict'",
+        seccomp: &|_| Ok(&filters),
+        cgroup_join: CgroupJoin::Write {
+            files: vec!["/cg/memory/j1/tasks".into()],
+        },
+        uid: 2_100_000_007,
+        egress_ports: &[443, 80],
+        existing: &|_| true,
+        landlock_abi: 6,
+        time_namespace: false,
+        fault: None,
+        node_hardening: true,
+        omit: &[],
+        warm: false,
+    })
+    .expect("a plan");
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWTIME);
+    let mut with = p.clone();
+    with.unshare |= libc::CLONE_NEWTIME;
+    assert_eq!(with, plan(24, true));
 }
 
 /// A plan in real use has every step: the root entered, privileges dropped, landlock, the

@@ -197,6 +197,13 @@ pub fn main() -> ! {
     if let Err(e) = unshare(flags) {
         fail("unshare namespaces", e);
     }
+    // A new time namespace takes its offsets before any process is in it: pid 1, forked
+    // next, is the first.
+    if flags.contains(CloneFlags::from_bits_retain(libc::CLONE_NEWTIME)) {
+        if let Err(e) = clocks_from_zero() {
+            fail("set the job's clocks", e);
+        }
+    }
     let (forked, move_in) = match cgroup_dir {
         // SAFETY: this process is single-threaded (a fresh exec that started no thread).
         None => (unsafe { fork() }, None),
@@ -515,6 +522,26 @@ fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEn
         Ok(status) => Ok(HandOverEnd::ToolEnded(status)),
         Err(e) => Err(("hand over", format!("waiting for the tool: {e}"))),
     }
+}
+
+/// The offsets of the time namespace this process just made (`/proc/self/timens_offsets`,
+/// for its children): its monotonic and boot clocks start near zero, as a freshly booted
+/// machine's, so a job reads its own age there, not the host's uptime. The kernel refuses
+/// a clock that would go below zero; the whole seconds taken off never make it.
+fn clocks_from_zero() -> Result<(), String> {
+    use nix::time::{clock_gettime, ClockId};
+    let secs = |clock: ClockId| {
+        clock_gettime(clock)
+            .map(|t| t.tv_sec())
+            .map_err(|e| format!("clock_gettime({clock}): {e}"))
+    };
+    let monotonic = secs(ClockId::CLOCK_MONOTONIC)?;
+    let boottime = secs(ClockId::CLOCK_BOOTTIME)?;
+    std::fs::write(
+        "/proc/self/timens_offsets",
+        format!("monotonic -{monotonic} 0\nboottime -{boottime} 0\n"),
+    )
+    .map_err(|e| format!("write /proc/self/timens_offsets: {e}"))
 }
 
 fn fail(step: &str, err: impl std::fmt::Display) -> ! {

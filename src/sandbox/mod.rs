@@ -18,6 +18,11 @@ pub struct Layers {
     pub root: bool,
     pub namespaces: Vec<(String, bool)>,
     pub landlock_abi: i32,
+    /// The kernel has time namespaces (`/proc/self/ns/time`, Linux 5.6 and
+    /// CONFIG_TIME_NS): a job's monotonic and boot clocks then start near zero instead of
+    /// counting from the host's boot. Not a boundary (SPEC does not list it), so a host
+    /// without it still runs jobs.
+    pub time_namespace: bool,
     pub seccomp: bool,
     /// Seccomp user notification with CONTINUE, which the exec gate needs.
     pub exec_gate: bool,
@@ -57,6 +62,7 @@ impl Layers {
                 .map(|n| (n.to_string(), Path::new("/proc/self/ns").join(n).exists()))
                 .collect(),
             landlock_abi: landlock::kernel_abi(),
+            time_namespace: Path::new("/proc/self/ns/time").exists(),
             seccomp: seccomp_available(),
             exec_gate: gate.is_ok(),
             exec_gate_problem: gate.err(),

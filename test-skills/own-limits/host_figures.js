@@ -1,10 +1,15 @@
 'use strict';
 // HOSTILE-ish (do not run outside the sandbox). sysinfo(2) is not namespaced: the host's
 // total and free memory, load and uptime are one call away. The job must see its own
-// figures instead: its memory limit, what is left of it, no load, its own age. Only
+// figures instead: its memory limit, what is left of it, no load, its own age. The
+// monotonic clock (process.hrtime) is not sysinfo's: it counts from the boot of the job's
+// time namespace, seconds ago, not from the host's; the namespace's offsets (the host's
+// uptime at the job's start) are in /proc/self/timens_offsets, which Node's permission
+// model keeps from the tool. Only
 // comparisons leave the sandbox, never a host value, apart from the memory limit the
 // job itself was given.
 const os = require('os');
+const fs = require('fs');
 
 const total = os.totalmem();
 const free = os.freemem();
@@ -32,6 +37,15 @@ async function main() {
     available_within_limit: available > 0 && available <= total,
     loadavg: os.loadavg(),
     uptime_is_the_jobs: os.uptime() >= 0 && os.uptime() < 60,
+    monotonic_is_the_jobs: process.hrtime.bigint() < 60n * 1000000000n,
+    timens_offsets: (() => {
+      try {
+        fs.readFileSync('/proc/self/timens_offsets');
+        return 'read';
+      } catch (e) {
+        return e.code;
+      }
+    })(),
     patched_totalmem: os.totalmem() === total ? 'kept' : restored,
   }));
 }
