@@ -89,6 +89,17 @@ fn checks(config: &Config) -> Vec<Check> {
         },
         Some(fixes::EXEC_GATE.into()),
     ));
+    // Not required (a fingerprint, not a boundary): always ok, saying what jobs get.
+    out.push(check(
+        "time namespace",
+        true,
+        if l.time_namespace {
+            "yes: each job's monotonic and boot clocks start near zero".into()
+        } else {
+            "no (the kernel has none, or the runner lacks CAP_SYS_TIME, as under systemd's ProtectClock=): jobs read the host's uptime from their monotonic clock".into()
+        },
+        None,
+    ));
     out.push(files_check(config));
     out.push(init_check());
     let policy = assets::seccomp_policy(config).and_then(|file| {

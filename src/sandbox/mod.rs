@@ -18,8 +18,10 @@ pub struct Layers {
     pub root: bool,
     pub namespaces: Vec<(String, bool)>,
     pub landlock_abi: i32,
-    /// The kernel has time namespaces (`/proc/self/ns/time`, Linux 5.6 and
-    /// CONFIG_TIME_NS): a job's monotonic and boot clocks then start near zero instead of
+    /// Jobs can have a time namespace: the kernel has them (`/proc/self/ns/time`, Linux
+    /// 5.6 and CONFIG_TIME_NS) and the runner holds CAP_SYS_TIME, which setting the
+    /// namespace's clocks takes (systemd's `ProtectClock=`, as the shipped unit sets it,
+    /// removes it). A job's monotonic and boot clocks then start near zero instead of
     /// counting from the host's boot. Not a boundary (SPEC does not list it), so a host
     /// without it still runs jobs.
     pub time_namespace: bool,
@@ -62,7 +64,13 @@ impl Layers {
                 .map(|n| (n.to_string(), Path::new("/proc/self/ns").join(n).exists()))
                 .collect(),
             landlock_abi: landlock::kernel_abi(),
-            time_namespace: Path::new("/proc/self/ns/time").exists(),
+            time_namespace: Path::new("/proc/self/ns/time").exists()
+                && caps::has_cap(
+                    None,
+                    caps::CapSet::Effective,
+                    caps::Capability::CAP_SYS_TIME,
+                )
+                .unwrap_or(false),
             seccomp: seccomp_available(),
             exec_gate: gate.is_ok(),
             exec_gate_problem: gate.err(),
