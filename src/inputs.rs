@@ -522,16 +522,7 @@ mod tests {
                 "content_base64": base64::engine::general_purpose::STANDARD.encode(bytes),
             })
         };
-        let job = |inputs: Vec<serde_json::Value>| {
-            let v = serde_json::json!({
-                "job_id": "cache-test",
-                "class": "function",
-                "artifact": crate::job::ARTIFACT,
-                "args": {"tool": "probe", "entry": "t.js", "input": {}},
-                "inputs": inputs,
-            });
-            crate::job::parse_job_value(v, &crate::job::Bounds::default()).unwrap()
-        };
+        let job = job_with_inputs;
         // The good data file comes first, the entry's bytes do not match its sha256.
         let bad = job(vec![
             input("data.txt", &good, &good),
@@ -564,15 +555,8 @@ mod tests {
         assert_eq!(cache.get(&sha256(b"1")).unwrap(), b"1");
     }
 
-    /// A job whose inputs `(name, the bytes whose sha256 it names)` carry no bytes: the
-    /// cache (or Media) must have them.
-    fn job_of(inputs: &[(&str, &[u8])]) -> ValidJob {
-        let inputs: Vec<serde_json::Value> = inputs
-            .iter()
-            .map(|(name, named)| {
-                serde_json::json!({"name": name, "sha256": hex::encode(sha256(named))})
-            })
-            .collect();
+    /// A job of the test tool with these inputs (JSON, as a job carries them).
+    fn job_with_inputs(inputs: Vec<serde_json::Value>) -> ValidJob {
         let v = serde_json::json!({
             "job_id": "cache-test",
             "class": "function",
@@ -581,6 +565,19 @@ mod tests {
             "inputs": inputs,
         });
         crate::job::parse_job_value(v, &crate::job::Bounds::default()).unwrap()
+    }
+
+    /// A job whose inputs `(name, the bytes whose sha256 it names)` carry no bytes: the
+    /// cache (or Media) must have them.
+    fn job_of(inputs: &[(&str, &[u8])]) -> ValidJob {
+        job_with_inputs(
+            inputs
+                .iter()
+                .map(|(name, named)| {
+                    serde_json::json!({"name": name, "sha256": hex::encode(sha256(named))})
+                })
+                .collect(),
+        )
     }
 
     #[test]

@@ -55,6 +55,17 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
 }
 
 fn plan_joining(job: &ValidJob, major: u32, all_exist: bool, cgroup_join: CgroupJoin) -> Plan {
+    plan_on(job, major, all_exist, cgroup_join, true)
+}
+
+/// [`plan_joining`] on a kernel with or without time namespaces for the runner.
+fn plan_on(
+    job: &ValidJob,
+    major: u32,
+    all_exist: bool,
+    cgroup_join: CgroupJoin,
+    time_namespace: bool,
+) -> Plan {
     let filters = CompiledFilters::default();
     let files = [("tools/t.js".to_string(), b"1".to_vec())];
     build(PlanInputs {
@@ -69,7 +80,7 @@ fn plan_joining(job: &ValidJob, major: u32, all_exist: bool, cgroup_join: Cgroup
         egress_ports: &[443, 80],
         existing: &|_| all_exist,
         landlock_abi: 6,
-        time_namespace: true,
+        time_namespace,
         fault: None,
         node_hardening: true,
         omit: &[],
@@ -613,30 +624,10 @@ fn deny_unshares_every_namespace_and_egress_joins_the_runners_network() {
 /// uptime; SPEC does not require it): the plan leaves it out and nothing else.
 #[test]
 fn a_kernel_without_time_namespaces_gets_every_other_namespace() {
-    let filters = CompiledFilters::default();
-    let files = [("tools/t.js".to_string(), b"1".to_vec())];
-    let j = job(134_217_728);
-    let p = build(PlanInputs {
-        job: &j,
-        runtime: &rt(24),
-        paths: &paths(),
-        files: &files,
-        preload: b"'use strict'",
-        seccomp: &|_| Ok(&filters),
-        cgroup_join: CgroupJoin::Write {
-            files: vec!["/cg/memory/j1/tasks".into()],
-        },
-        uid: 2_100_000_007,
-        egress_ports: &[443, 80],
-        existing: &|_| true,
-        landlock_abi: 6,
-        time_namespace: false,
-        fault: None,
-        node_hardening: true,
-        omit: &[],
-        warm: false,
-    })
-    .expect("a plan");
+    let join = CgroupJoin::Write {
+        files: vec!["/cg/memory/j1/tasks".into()],
+    };
+    let p = plan_on(&job(134_217_728), 24, true, join, false);
     assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWTIME);
     let mut with = p.clone();
     with.unshare |= libc::CLONE_NEWTIME;
