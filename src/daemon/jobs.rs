@@ -217,15 +217,23 @@ impl Jobs {
         }
     }
 
-    /// A job's state: in memory, else in the journal.
+    /// A job's state: in memory, else in the journal. An id reserved by a submission
+    /// that is still asking the journal about it is answered from the journal: a finished
+    /// id sent again stays `done` with its answer; an id seen for the first time is
+    /// `queued` while its submission is checked.
     pub async fn lookup(&self, job_id: &str) -> Result<Option<Envelope>, String> {
-        if let Some(h) = self.handle(job_id) {
-            return Ok(Some(Envelope::of(job_id, &h.state())));
-        }
+        let reserved = match self.handle(job_id) {
+            Some(h) => match h.state() {
+                JobState::Pending => true,
+                state => return Ok(Some(Envelope::of(job_id, &state))),
+            },
+            None => false,
+        };
         Ok(match self.journaled(job_id).await? {
             Some(Entry::Done(r)) => Some(Envelope::done(Arc::new(*r))),
             // Accepted in this run, ended and removed from memory between the two looks.
             Some(Entry::Accepted) => Some(Envelope::of(job_id, &JobState::Queued)),
+            None if reserved => Some(Envelope::of(job_id, &JobState::Pending)),
             None => None,
         })
     }

@@ -258,6 +258,55 @@ async fn a_duplicate_joins_the_job_and_later_gets_its_journaled_answer() {
     assert_eq!(stand.runs(), 1, "one id, one run");
 }
 
+/// Holds an id as a submission does while it asks the journal about the id.
+fn reserve(jobs: &Jobs, id: &str) -> Arc<LiveJob> {
+    let (tx, _) = watch::channel(JobState::Pending);
+    let j = Arc::new(LiveJob {
+        state: tx,
+        cancel: Cancel::new(),
+    });
+    let mut l = jobs.live();
+    l.jobs.insert(id.to_string(), j.clone());
+    l.queued += 1;
+    j
+}
+
+#[tokio::test]
+async fn a_finished_id_sent_again_stays_done_while_the_second_submission_is_checked() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let first = handle(d.jobs.submit(&body("again")).await);
+    stand.go.add_permits(1);
+    let r = done(&first).await;
+    until("forgotten in memory", || d.jobs.handle("again").is_none()).await;
+
+    // The window of a second submission of the id: reserved, not yet answered.
+    let held = reserve(&d.jobs, "again");
+    let seen = d.jobs.lookup("again").await.expect("a lookup");
+    let seen = seen.expect("the id is known");
+    assert_eq!(seen.state, "done", "a finished id never looks queued again");
+    assert_eq!(seen.result.as_deref(), Some(&*r));
+    d.jobs.forget("again", &held, JobState::Done(r.clone()));
+
+    // An id seen for the first time is queued while its submission is checked.
+    let fresh = reserve(&d.jobs, "fresh");
+    let seen = d.jobs.lookup("fresh").await.expect("a lookup");
+    assert_eq!(
+        seen.map(|e| (e.state, e.result.is_none())),
+        Some(("queued", true))
+    );
+    d.jobs.forget("fresh", &fresh, JobState::Pending);
+    assert_eq!(
+        d.jobs
+            .lookup("fresh")
+            .await
+            .expect("a lookup")
+            .map(|e| e.state),
+        None
+    );
+    assert_eq!(stand.runs(), 1, "one id, one run");
+}
+
 #[tokio::test]
 async fn a_job_that_waits_past_its_ttl_expires_without_running() {
     let stand = Stand::new();
