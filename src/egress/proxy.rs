@@ -323,6 +323,7 @@ impl ServedJob {
     /// and it is not resolved yet, and records the name's lookup.
     async fn answer(&self, query: &[u8]) -> Option<Vec<u8>> {
         if self.dns_queries.fetch_add(1, Ordering::Relaxed) >= MAX_DNS_QUERIES {
+            self.recorder.unanswered_query();
             return None;
         }
         let known = |name: &str| self.known(name);

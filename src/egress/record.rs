@@ -22,6 +22,10 @@
 //! - **A name lookup is recorded once per name** (port 53, `dns` = what the tool was told),
 //!   however many queries (A, AAAA, retries) the tool's resolver sent for it: `allowed` says
 //!   whether the job may look the name up at all.
+//! - **Queries the responder did not take** (past the job's caps: too many at once, too many
+//!   in all, too long, a DNS-over-TCP connection past the connection cap) are counted, not
+//!   read, and shown as one last entry `…N DNS queries unanswered` (port 53, refused), so a
+//!   flood is visible in the result without costing a record per query.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -85,6 +89,8 @@ struct Inner {
     total_in: u64,
     /// Names whose lookup is recorded already.
     looked_up: HashSet<String>,
+    /// DNS queries dropped unanswered at the job's caps.
+    unanswered: u64,
 }
 
 /// Where a flow's bytes are counted.
@@ -171,6 +177,12 @@ impl Recorder {
         }
     }
 
+    /// Count a DNS query (or DNS-over-TCP connection) dropped unanswered at the job's caps.
+    pub fn unanswered_query(&self) {
+        let mut inner = self.lock();
+        inner.unanswered = inner.unanswered.saturating_add(1);
+    }
+
     /// Record an allowed attempt and return the flow that counts its bytes; refused (and
     /// recorded as refused) when the job's time or either byte budget is already spent.
     pub fn open(self: &Arc<Self>, host: &str, port: u16) -> Result<Flow, BudgetExceeded> {
@@ -211,7 +223,7 @@ impl Recorder {
     }
 
     /// The result's `egress` list: the kept records, then one "…N more, M allowed" entry when
-    /// some were folded.
+    /// some were folded, then one "…N DNS queries unanswered" entry when some were dropped.
     pub fn records(&self) -> Vec<EgressRecord> {
         let inner = self.lock();
         let mut out = inner.records.clone();
@@ -225,6 +237,16 @@ impl Recorder {
                 allowed: false,
                 bytes_out: inner.folded.bytes_out,
                 bytes_in: inner.folded.bytes_in,
+                dns: None,
+            });
+        }
+        if inner.unanswered > 0 {
+            out.push(EgressRecord {
+                host: format!("…{} DNS queries unanswered", inner.unanswered),
+                port: 53,
+                allowed: false,
+                bytes_out: 0,
+                bytes_in: 0,
                 dns: None,
             });
         }

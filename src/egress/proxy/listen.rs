@@ -62,18 +62,21 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
 }
 
 /// The datagram of `n` bytes in `buf` as a query to answer, with its place among those in
-/// flight; none (dropped, unanswered) when it is longer than [`MAX_UDP_QUERY`] or
-/// [`MAX_DNS_IN_FLIGHT`] are being answered.
+/// flight; none (dropped unanswered, and counted in the job's record) when it is longer
+/// than [`MAX_UDP_QUERY`] or [`MAX_DNS_IN_FLIGHT`] are being answered.
 fn take_query(
     job: &ServedJob,
     buf: &[u8],
     n: usize,
 ) -> Option<(Vec<u8>, tokio::sync::OwnedSemaphorePermit)> {
-    if n > MAX_UDP_QUERY {
-        return None;
+    let taken = (n <= MAX_UDP_QUERY)
+        .then(|| job.dns_in_flight.clone().try_acquire_owned().ok())
+        .flatten()
+        .and_then(|permit| Some((buf.get(..n)?.to_vec(), permit)));
+    if taken.is_none() {
+        job.recorder.unanswered_query();
     }
-    let permit = job.dns_in_flight.clone().try_acquire_owned().ok()?;
-    Some((buf.get(..n)?.to_vec(), permit))
+    taken
 }
 
 /// The connections still queued on a listener, taken without waiting.
@@ -130,6 +133,7 @@ where
 pub(super) async fn serve_dns_tcp(job: Arc<ServedJob>, listener: TcpListener) {
     accept_loop(job, listener, |job, conn| async move {
         let Ok(permit) = job.connections.clone().try_acquire_owned() else {
+            job.recorder.unanswered_query();
             return;
         };
         let j = job.clone();

@@ -127,7 +127,7 @@ fn udp_queries_too_long_or_past_the_cap_are_dropped() {
     })
     .join()
     .expect("the namespace's thread");
-    rt.block_on(job.finish());
+    let records = rt.block_on(job.finish());
     // NXDOMAIN (3) for a name the job may not reach, FORMERR (1) for bytes after the query.
     assert_eq!(seen.0, Some(3), "a denied name is answered at once");
     assert_eq!(seen.1, Some(1), "a padded query is FORMERR");
@@ -137,5 +137,12 @@ fn udp_queries_too_long_or_past_the_cap_are_dropped() {
         seen.4,
         Some(3),
         "answered again once the queries in flight ended"
+    );
+    // The two dropped queries (too long, past the cap) are in the record, counted.
+    let last = records.last().expect("the job's record");
+    assert_eq!(
+        (last.host.as_str(), last.port, last.allowed),
+        ("…2 DNS queries unanswered", 53, false),
+        "{records:?}"
     );
 }

@@ -68,6 +68,27 @@ fn records_past_the_cap_fold_into_one_more_entry() {
 }
 
 #[test]
+fn dropped_dns_queries_are_one_entry_after_everything_else() {
+    let r = Recorder::new(budgets());
+    r.looked_up("a.example.com", true, LookupOutcome::Answered);
+    assert_eq!(r.records().len(), 1, "nothing dropped, no entry for it");
+    for _ in 0..10_000 {
+        r.unanswered_query();
+    }
+    for i in 0..5 {
+        r.refused(&format!("n{i}.example.com"), 443);
+    }
+    let records = r.records();
+    assert_eq!(records.len(), 5, "the kept three, the folded, the dropped");
+    assert_eq!(records[3].host, "…3 more, 0 allowed");
+    assert_eq!(
+        records[4],
+        rec("…10000 DNS queries unanswered", 53, false, 0, 0)
+    );
+    assert_eq!(r.attempts(), 6, "a dropped query is not an attempt kept");
+}
+
+#[test]
 fn the_byte_budget_is_never_exceeded() {
     let r = Recorder::new(budgets());
     let a = r.open("a.example.com", 443).unwrap();
