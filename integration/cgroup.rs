@@ -29,6 +29,7 @@ fn plan(join: CgroupJoin, root: &Path) -> Plan {
             | libc::CLONE_NEWIPC
             | libc::CLONE_NEWUTS,
         pid_one_unshare: libc::CLONE_NEWCGROUP,
+        borrowed_time_namespace: false,
         root: root.to_path_buf(),
         root_bytes: 1 << 20,
         root_steps: RootSteps::Enter,

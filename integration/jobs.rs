@@ -55,21 +55,22 @@ fn host_monotonic_secs() -> i64 {
         .tv_sec()
 }
 
-#[test]
-fn a_job_reads_its_own_clock_not_the_hosts_uptime() {
-    // Without a time namespace `process.hrtime` counts from the host's boot. The job's
-    // starts near zero: it is its own age. The comparison needs a host up for longer than
-    // a job could take, so a freshly booted one waits (at most a minute) until it is.
-    require_host();
-    let _h = exclusive();
+/// A job that prints its monotonic clock, and the check that it starts near zero, not at
+/// the host's uptime. Without a time namespace `process.hrtime` counts from the host's
+/// boot. The comparison needs a host up for longer than a job could take, so a freshly
+/// booted one waits (at most a minute) until it is.
+const CLOCK: &str = "process.stdout.write(JSON.stringify({hrtime_ms: Number(process.hrtime.bigint() / 1000000n)}));";
+
+fn wait_for_a_host_up_a_minute() -> i64 {
     let threshold = 60;
     while host_monotonic_secs() < threshold {
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
-    let state = State::new();
-    let code = "process.stdout.write(JSON.stringify({hrtime_ms: Number(process.hrtime.bigint() / 1000000n)}));";
-    let r = state.run_job(&job("itest-clock", code, json!(null)));
-    assert_status(&r, "ok", None);
+    threshold
+}
+
+fn assert_own_clock(r: &Value, threshold: i64) {
+    assert_status(r, "ok", None);
     let job_ms = r["output"]["hrtime_ms"].as_i64().expect("a number");
     let host_ms = host_monotonic_secs() * 1000;
     assert!(
@@ -80,7 +81,67 @@ fn a_job_reads_its_own_clock_not_the_hosts_uptime() {
         host_ms >= threshold * 1000 && job_ms < host_ms - 30_000,
         "{job_ms} {host_ms}"
     );
+}
+
+#[test]
+fn a_job_reads_its_own_clock_not_the_hosts_uptime() {
+    require_host();
+    let _h = exclusive();
+    let threshold = wait_for_a_host_up_a_minute();
+    let state = State::new();
+    let r = state.run_job(&job("itest-clock", CLOCK, json!(null)));
+    assert_own_clock(&r, threshold);
     assert_host_clean("itest-clock");
+}
+
+/// A runner without CAP_SYS_TIME (systemd's `ProtectClock=`, here `setpriv` taking it out
+/// of the bounding set) cannot set a time namespace's clocks itself: a helper makes the
+/// namespace inside a user namespace of its own, and the job still reads its own clock.
+/// Before this, such a job read the host's uptime. `doctor` says which way it went.
+#[test]
+fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
+    require_host();
+    let _h = exclusive();
+    let threshold = wait_for_a_host_up_a_minute();
+    let state = State::new();
+    let without_sys_time = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("setpriv");
+        cmd.args(["--bounding-set", "-sys_time"])
+            .arg(BIN)
+            .arg("--config")
+            .arg(hermetic_config_file(state.path()))
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(args);
+        cmd
+    };
+    let doctor = without_sys_time(&["doctor"])
+        .output()
+        .expect("run setpriv (util-linux)");
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(
+        said.lines()
+            .any(|l| l.contains("time namespace") && l.contains("owned by a user namespace")),
+        "doctor without CAP_SYS_TIME: {said}"
+    );
+    let mut child = without_sys_time(&["run-job", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run setpriv (util-linux)");
+    let text = serde_json::to_vec(&job("itest-clock-userns", CLOCK, json!(null))).expect("json");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &text).expect("the job");
+    let out = child.wait_with_output().expect("wait for the runner");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_own_clock(&parse_result(&out.stdout), threshold);
+    state.assert_clean();
+    assert_host_clean("itest-clock-userns");
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::engine::Engine;
 use crate::job::Net;
 use crate::runtime;
 use crate::sandbox::cgroup::CgroupHost;
-use crate::sandbox::{fixes, seccomp, Layers};
+use crate::sandbox::{fixes, seccomp, Layers, TimeNamespace};
 use serde::Serialize;
 use std::process::ExitCode;
 
@@ -93,10 +93,10 @@ fn checks(config: &Config) -> Vec<Check> {
     out.push(check(
         "time namespace",
         true,
-        if l.time_namespace {
-            "yes: each job's monotonic and boot clocks start near zero".into()
-        } else {
-            "no (the kernel has none, or the runner lacks CAP_SYS_TIME, as under systemd's ProtectClock=): jobs read the host's uptime from their monotonic clock".into()
+        match l.time_namespace {
+            TimeNamespace::Own => "yes: each job's monotonic and boot clocks start near zero".into(),
+            TimeNamespace::InUserNamespace => "yes, owned by a user namespace (the runner lacks CAP_SYS_TIME, as under systemd's ProtectClock=): each job's monotonic and boot clocks start near zero".into(),
+            TimeNamespace::None => "no (the kernel has none, or the runner lacks CAP_SYS_TIME and cannot make a user namespace to own one): jobs read the host's uptime from their monotonic clock".into(),
         },
         None,
     ));

@@ -45,8 +45,8 @@ pub struct Engine {
     seq: AtomicU64,
     /// The kernel's landlock ABI, detected once at start; each job's plan targets it.
     landlock_abi: i32,
-    /// The kernel has time namespaces: each job gets one ([`Layers::time_namespace`]).
-    time_namespace: bool,
+    /// How each job gets a time namespace, if it does ([`Layers::time_namespace`]).
+    time_namespace: crate::plan::TimeNamespace,
     /// Test only ([`Engine::without_node_hardening`]): Node's own hardening flags are left out.
     compromised_node: bool,
     /// Warm sandboxes being removed after their job's answer ([`Engine::settled`]).

@@ -208,6 +208,24 @@ pub enum CgroupJoin {
     CloneInto { dir: PathBuf },
 }
 
+/// How a job gets a time namespace: setting one's clocks takes CAP_SYS_TIME in the user
+/// namespace that owns it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimeNamespace {
+    /// The kernel has none, or the runner can set no time namespace's clocks: the job's
+    /// monotonic and boot clocks count from the host's boot.
+    None,
+    /// The init stage makes it and sets its clocks: the runner holds CAP_SYS_TIME.
+    Own,
+    /// The runner lacks CAP_SYS_TIME (systemd's `ProtectClock=`): a helper of the init
+    /// stage makes a user namespace, where it holds CAP_SYS_TIME, and in it the time
+    /// namespace, sets its clocks and exits; the init stage joins that time namespace
+    /// (CAP_SYS_ADMIN over the helper's user namespace) before pid 1 is forked. The job's
+    /// processes stay in the host's user namespace.
+    InUserNamespace,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Plan {
     pub job_id: String,
@@ -225,6 +243,10 @@ pub struct Plan {
     /// namespace on v2 ([`CgroupJoin::CloneInto`]), where pid 1 is the job's first process
     /// there. A cgroup namespace is rooted at its maker's cgroup, so it is made inside.
     pub pid_one_unshare: i32,
+    /// Whether the init stage joins a time namespace a helper of its own made inside a
+    /// user namespace ([`TimeNamespace::InUserNamespace`]); a time namespace the init
+    /// stage makes itself is `CLONE_NEWTIME` in `unshare`.
+    pub borrowed_time_namespace: bool,
     /// Host path of an empty directory the job's root tmpfs is mounted on.
     pub root: PathBuf,
     /// Size of that tmpfs: the files below and room for mount points.
@@ -342,8 +364,8 @@ pub struct PlanInputs<'a> {
     pub existing: &'a dyn Fn(&Path) -> bool,
     /// The kernel's landlock ABI, detected once when the runner started (0: none).
     pub landlock_abi: i32,
-    /// The kernel has time namespaces: the job gets one, its clocks starting near zero.
-    pub time_namespace: bool,
+    /// How the job gets a time namespace whose clocks start near zero, if it does.
+    pub time_namespace: TimeNamespace,
     /// A step to make fail (configuration `fault_inject`, tests of failing closed): the plan
     /// carries that step's input corrupted ([`inject`]).
     pub fault: Option<Fault>,
@@ -585,12 +607,13 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
     // new, empty one; the layer matrix may leave the mount, pid or net namespace out.
     let join_netns = (egress && !leaves_out(Layer::NetNamespace)).then_some(NETNS_FD);
     let mut unshare = libc::CLONE_NEWIPC | libc::CLONE_NEWUTS | libc::CLONE_NEWCGROUP;
-    // A time namespace where the kernel has them: the init stage sets its monotonic and
-    // boot clocks to start near zero before pid 1 enters it, so `process.hrtime` and
-    // `/proc/uptime` do not tell the job how long the host has been up.
-    if time_namespace {
+    // A time namespace where the kernel has them: its monotonic and boot clocks are set to
+    // start near zero before pid 1 enters it, so `process.hrtime` and `/proc/uptime` do
+    // not tell the job how long the host has been up.
+    if time_namespace == TimeNamespace::Own {
         unshare |= libc::CLONE_NEWTIME;
     }
+    let borrowed_time_namespace = time_namespace == TimeNamespace::InUserNamespace;
     for (layer, flag, new) in [
         (Layer::MountNamespace, libc::CLONE_NEWNS, true),
         (Layer::PidNamespace, libc::CLONE_NEWPID, true),
@@ -649,6 +672,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         join_netns,
         unshare,
         pid_one_unshare,
+        borrowed_time_namespace,
         root: paths.root.clone(),
         root_bytes: ROOT_TMPFS_SLACK + payload,
         root_steps,

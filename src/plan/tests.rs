@@ -55,7 +55,7 @@ fn plan_for(job: &ValidJob, major: u32, all_exist: bool) -> Plan {
 }
 
 fn plan_joining(job: &ValidJob, major: u32, all_exist: bool, cgroup_join: CgroupJoin) -> Plan {
-    plan_on(job, major, all_exist, cgroup_join, true)
+    plan_on(job, major, all_exist, cgroup_join, TimeNamespace::Own)
 }
 
 /// [`plan_joining`] on a kernel with or without time namespaces for the runner.
@@ -64,7 +64,7 @@ fn plan_on(
     major: u32,
     all_exist: bool,
     cgroup_join: CgroupJoin,
-    time_namespace: bool,
+    time_namespace: TimeNamespace,
 ) -> Plan {
     let filters = CompiledFilters::default();
     let files = [("tools/t.js".to_string(), b"1".to_vec())];
@@ -108,7 +108,7 @@ fn warm_plan(omit: &[Layer]) -> Result<Plan, String> {
         egress_ports: &[443, 80],
         existing: &|_| true,
         landlock_abi: 6,
-        time_namespace: true,
+        time_namespace: TimeNamespace::Own,
         fault: None,
         node_hardening: true,
         omit,
@@ -154,7 +154,7 @@ fn try_plan(
         egress_ports: &[443, 80],
         existing: &|_| true,
         landlock_abi: abi,
-        time_namespace: true,
+        time_namespace: TimeNamespace::Own,
         fault,
         node_hardening: true,
         omit,
@@ -387,7 +387,7 @@ fn the_plan_picks_its_own_net_modes_seccomp_programs_and_fails_without_them() {
         egress_ports: &[],
         existing: &|_| true,
         landlock_abi: 6,
-        time_namespace: true,
+        time_namespace: TimeNamespace::Own,
         // A fault only where the build honours one (the plan refuses it otherwise).
         fault: crate::fault::HOOKS.then_some(Fault::Landlock),
         node_hardening: true,
@@ -627,11 +627,35 @@ fn a_kernel_without_time_namespaces_gets_every_other_namespace() {
     let join = CgroupJoin::Write {
         files: vec!["/cg/memory/j1/tasks".into()],
     };
-    let p = plan_on(&job(134_217_728), 24, true, join, false);
+    let p = plan_on(&job(134_217_728), 24, true, join, TimeNamespace::None);
     assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWTIME);
+    assert!(!p.borrowed_time_namespace);
     let mut with = p.clone();
     with.unshare |= libc::CLONE_NEWTIME;
     assert_eq!(with, plan(24, true));
+}
+
+/// A runner without CAP_SYS_TIME (systemd's `ProtectClock=`) whose kernel lets a user
+/// namespace own a time namespace: the init stage does not make the time namespace (it
+/// could not set its clocks) but joins the one its helper made; nothing else changes.
+#[test]
+fn a_runner_without_cap_sys_time_borrows_a_time_namespace() {
+    let join = CgroupJoin::Write {
+        files: vec!["/cg/memory/j1/tasks".into()],
+    };
+    let p = plan_on(
+        &job(134_217_728),
+        24,
+        true,
+        join,
+        TimeNamespace::InUserNamespace,
+    );
+    assert_eq!(p.unshare, EVERY_NAMESPACE & !libc::CLONE_NEWTIME);
+    assert!(p.borrowed_time_namespace);
+    let mut own = p.clone();
+    own.unshare |= libc::CLONE_NEWTIME;
+    own.borrowed_time_namespace = false;
+    assert_eq!(own, plan(24, true));
 }
 
 /// A plan in real use has every step: the root entered, privileges dropped, landlock, the

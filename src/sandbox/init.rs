@@ -183,6 +183,15 @@ pub fn main() -> ! {
             Err(e) => fail("join cgroups", e),
         },
     };
+    // 0b. A time namespace this process could not set the clocks of (the runner lacks
+    //     CAP_SYS_TIME): a helper makes it inside a user namespace of its own and sets
+    //     them; this process joins it before the pid namespace below, so the helper is not
+    //     the job's pid 1 and pid 1 is forked into the time namespace.
+    if plan.borrowed_time_namespace {
+        if let Err(e) = borrow_time_namespace() {
+            fail("set the job's clocks", e);
+        }
+    }
     // 1. Namespaces as the plan lists them: mount, pid (for children), net (unless joined
     //    above), ipc, uts, and on v1 cgroup (on v2 pid 1 makes it, in the job's cgroup:
     //    `pid_one_unshare`). The flags go to the kernel as they are: it refuses any it
@@ -542,6 +551,54 @@ fn clocks_from_zero() -> Result<(), String> {
         format!("monotonic -{monotonic} 0\nboottime -{boottime} 0\n"),
     )
     .map_err(|e| format!("write /proc/self/timens_offsets: {e}"))
+}
+
+/// Joins a time namespace with clocks from zero that a helper child made inside a user
+/// namespace, where it holds CAP_SYS_TIME ([`crate::plan::TimeNamespace::InUserNamespace`]).
+/// This process keeps its own user namespace; being the owner's parent with CAP_SYS_ADMIN
+/// lets it open the helper's namespace and join it. The helper exits once this process has
+/// the namespace (or has died: the hold pipe's end closes either way).
+fn borrow_time_namespace() -> Result<(), String> {
+    use nix::fcntl::OFlag;
+    use nix::unistd::pipe2;
+    let (told_r, told_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    let (hold_r, hold_w) = pipe2(OFlag::O_CLOEXEC).map_err(|e| format!("pipe: {e}"))?;
+    // SAFETY: this process is single-threaded (a fresh exec that started no thread).
+    match unsafe { fork() }.map_err(|e| format!("fork the clocks' helper: {e}"))? {
+        ForkResult::Child => {
+            drop((told_r, hold_w));
+            let time = CloneFlags::from_bits_retain(libc::CLONE_NEWTIME);
+            let said = unshare(CloneFlags::CLONE_NEWUSER | time)
+                .map_err(|e| format!("unshare a user and a time namespace: {e}"))
+                .and_then(|()| clocks_from_zero())
+                .err()
+                .unwrap_or_default();
+            let _ = std::fs::File::from(told_w).write_all(said.as_bytes());
+            let _ = std::fs::File::from(hold_r).read(&mut [0u8; 1]);
+            // SAFETY: _exit ends the helper at once, with no destructors or atexit handlers.
+            unsafe { libc::_exit(0) }
+        }
+        ForkResult::Parent { child } => {
+            drop((told_w, hold_r));
+            let mut said = String::new();
+            let joined = match std::fs::File::from(told_r).read_to_string(&mut said) {
+                Err(e) => Err(format!("reading the clocks' helper: {e}")),
+                Ok(_) if !said.is_empty() => Err(said),
+                Ok(_) => {
+                    let path = format!("/proc/{child}/ns/time_for_children");
+                    std::fs::File::open(&path)
+                        .map_err(|e| format!("open {path}: {e}"))
+                        .and_then(|ns| {
+                            nix::sched::setns(ns, CloneFlags::from_bits_retain(libc::CLONE_NEWTIME))
+                                .map_err(|e| format!("join the helper's time namespace: {e}"))
+                        })
+                }
+            };
+            drop(hold_w);
+            while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
+            joined
+        }
+    }
 }
 
 fn fail(step: &str, err: impl std::fmt::Display) -> ! {

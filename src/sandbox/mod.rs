@@ -10,6 +10,7 @@ pub mod seccomp;
 pub mod uids;
 
 use crate::fault::MissingLayer;
+pub use crate::plan::TimeNamespace;
 use std::path::{Path, PathBuf};
 
 /// What the host gives, layer by layer (cgroups and Node are checked by their modules).
@@ -18,13 +19,14 @@ pub struct Layers {
     pub root: bool,
     pub namespaces: Vec<(String, bool)>,
     pub landlock_abi: i32,
-    /// Jobs can have a time namespace: the kernel has them (`/proc/self/ns/time`, Linux
-    /// 5.6 and CONFIG_TIME_NS) and the runner holds CAP_SYS_TIME, which setting the
-    /// namespace's clocks takes (systemd's `ProtectClock=`, as the shipped unit sets it,
-    /// removes it). A job's monotonic and boot clocks then start near zero instead of
-    /// counting from the host's boot. Not a boundary (SPEC does not list it), so a host
-    /// without it still runs jobs.
-    pub time_namespace: bool,
+    /// How jobs get a time namespace, if they do: the kernel has them (`/proc/self/ns/time`,
+    /// Linux 5.6 and CONFIG_TIME_NS) and either the runner holds CAP_SYS_TIME, which
+    /// setting a namespace's clocks takes, or (without it, as under systemd's
+    /// `ProtectClock=`, which the shipped unit sets) a user namespace can be made to own
+    /// one, tried once here. A job's monotonic and boot clocks then start near zero
+    /// instead of counting from the host's boot. Not a boundary (SPEC does not list it),
+    /// so a host without it still runs jobs.
+    pub time_namespace: TimeNamespace,
     pub seccomp: bool,
     /// Seccomp user notification with CONTINUE, which the exec gate needs.
     pub exec_gate: bool,
@@ -64,13 +66,7 @@ impl Layers {
                 .map(|n| (n.to_string(), Path::new("/proc/self/ns").join(n).exists()))
                 .collect(),
             landlock_abi: landlock::kernel_abi(),
-            time_namespace: Path::new("/proc/self/ns/time").exists()
-                && caps::has_cap(
-                    None,
-                    caps::CapSet::Effective,
-                    caps::Capability::CAP_SYS_TIME,
-                )
-                .unwrap_or(false),
+            time_namespace: time_namespace_support(),
             seccomp: seccomp_available(),
             exec_gate: gate.is_ok(),
             exec_gate_problem: gate.err(),
@@ -132,6 +128,62 @@ impl Layers {
 
 /// Seccomp filter mode is there when the kernel answers `PR_GET_SECCOMP` and lists
 /// `Seccomp_filters` in /proc/self/status.
+/// How this runner can give a job a time namespace ([`Layers::time_namespace`]).
+fn time_namespace_support() -> TimeNamespace {
+    if !Path::new("/proc/self/ns/time").exists() {
+        return TimeNamespace::None;
+    }
+    let has = |cap| caps::has_cap(None, caps::CapSet::Effective, cap).unwrap_or(false);
+    if has(caps::Capability::CAP_SYS_TIME) {
+        TimeNamespace::Own
+    } else if has(caps::Capability::CAP_SYS_ADMIN) && user_namespace_sets_clocks() {
+        TimeNamespace::InUserNamespace
+    } else {
+        TimeNamespace::None
+    }
+}
+
+/// Whether a child of this process can make a user namespace and, owned by it, a time
+/// namespace whose clocks it may set: what the init stage's helper does for each job
+/// under [`TimeNamespace::InUserNamespace`], tried once (a kernel may refuse user
+/// namespaces: `user.max_user_namespaces`, a container's seccomp profile, an LSM).
+fn user_namespace_sets_clocks() -> bool {
+    const OFFSETS: &[u8] = b"/proc/self/timens_offsets\0";
+    const ZERO: &[u8] = b"monotonic 0 0\n";
+    // SAFETY: the child calls only async-signal-safe system calls on memory prepared
+    // before the fork, then `_exit`; this process may have other threads.
+    match unsafe { nix::unistd::fork() } {
+        Ok(nix::unistd::ForkResult::Child) => {
+            // SAFETY: raw system calls on constant buffers; `_exit` ends the child at once.
+            unsafe {
+                let code = if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWTIME) != 0 {
+                    1
+                } else {
+                    let fd = libc::open(OFFSETS.as_ptr().cast(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        2
+                    } else if libc::write(fd, ZERO.as_ptr().cast(), ZERO.len())
+                        != ZERO.len() as isize
+                    {
+                        3
+                    } else {
+                        0
+                    }
+                };
+                libc::_exit(code)
+            }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => loop {
+            match nix::sys::wait::waitpid(child, None) {
+                Err(nix::errno::Errno::EINTR) => continue,
+                Ok(nix::sys::wait::WaitStatus::Exited(_, 0)) => return true,
+                _ => return false,
+            }
+        },
+        Err(_) => false,
+    }
+}
+
 fn seccomp_available() -> bool {
     // SAFETY: PR_GET_SECCOMP only returns the calling thread's mode.
     let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };

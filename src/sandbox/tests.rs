@@ -7,7 +7,7 @@ fn every_layer() -> Layers {
         root: true,
         namespaces: NAMESPACES.iter().map(|n| (n.to_string(), true)).collect(),
         landlock_abi: 6,
-        time_namespace: true,
+        time_namespace: TimeNamespace::Own,
         seccomp: true,
         exec_gate: true,
         exec_gate_problem: None,
