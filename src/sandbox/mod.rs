@@ -136,12 +136,18 @@ fn time_namespace_support() -> TimeNamespace {
     let has = |cap| caps::has_cap(None, caps::CapSet::Effective, cap).unwrap_or(false);
     if has(caps::Capability::CAP_SYS_TIME) {
         TimeNamespace::Own
-    } else if has(caps::Capability::CAP_SYS_ADMIN) && user_namespace_sets_clocks() {
+    } else if has(caps::Capability::CAP_SYS_ADMIN)
+        && *USER_NAMESPACE_SETS_CLOCKS.get_or_init(user_namespace_sets_clocks)
+    {
         TimeNamespace::InUserNamespace
     } else {
         TimeNamespace::None
     }
 }
+
+/// [`user_namespace_sets_clocks`], tried once per process: `/v1/info` probes the layers at
+/// each request, and a fork for each would cost the daemon for nothing.
+static USER_NAMESPACE_SETS_CLOCKS: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 /// Whether a child of this process can make a user namespace and, owned by it, a time
 /// namespace whose clocks it may set: what the init stage's helper does for each job
