@@ -867,12 +867,15 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
 }
 
 /* Cross-job channels: an abstract unix datagram socket bound in one job, a sender in
- * another. Both bounded (at most 3 s of waiting). Each reports, on the monotonic clock the
- * host shares with every job (no time namespace), when it was there, so the test can show
- * that the two jobs overlapped. */
+ * another. Both bounded (at most 3 s of waiting). Each reports, on the wall clock, when it
+ * was there, so the test can show that the two jobs overlapped. Not the monotonic clock:
+ * each job has a time namespace of its own, whose monotonic clock starts near zero when
+ * its sandbox was made, so two jobs' readings differ by the whole seconds between their
+ * sandboxes (a warm one's can be made long before its job). CLOCK_REALTIME is the host's
+ * in every time namespace. */
 static long long now_ns(void) {
     struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
+    clock_gettime(CLOCK_REALTIME, &t);
     return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
