@@ -144,6 +144,126 @@ fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
     assert_host_clean("itest-clock-userns");
 }
 
+/// The nice value of every thread of every process below `root` (not `root` itself), by
+/// pid: the job's init stage, pid 1 and Node's threads under a runner.
+fn nice_below(root: u32) -> Vec<(u32, String)> {
+    let stat_after_comm = |path: std::path::PathBuf| -> Option<String> {
+        let stat = std::fs::read_to_string(path).ok()?;
+        Some(stat.rsplit_once(") ")?.1.to_string())
+    };
+    let parent = |pid: u32| -> Option<u32> {
+        stat_after_comm(format!("/proc/{pid}/stat").into())?
+            .split(' ')
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let below = |mut pid: u32| -> bool {
+        for _ in 0..64 {
+            match parent(pid) {
+                Some(p) if p == root => return true,
+                Some(p) if p > 1 => pid = p,
+                _ => return false,
+            }
+        }
+        false
+    };
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !below(pid) {
+            continue;
+        }
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            // Field 19, nice: the 17th after the comm's closing parenthesis.
+            if let Some(nice) = stat_after_comm(task.path().join("stat"))
+                .and_then(|f| f.split(' ').nth(16).map(str::to_string))
+            {
+                found.push((pid, nice));
+            }
+        }
+    }
+    found
+}
+
+/// A runner started under `nice` (systemd's `Nice=`, say) runs every job at its own nice
+/// value, warm or cold: a warm sandbox waits at a higher value and is set back to the
+/// runner's at the hand-over, not to 0, which would run the job ahead of what the operator
+/// asked. Here `run-job` under `nice -n 5`, once cold and once with the job handed to a
+/// sandbox warmed for it (the test hook `runner.warm_every_job`); the host reads the nice
+/// value of every thread below the runner while the tool waits (the tool cannot: seccomp
+/// refuses it `getpriority`).
+#[test]
+fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
+    require_host();
+    let _h = exclusive();
+    let expected = (openvibe_skill_runner::supervise::runner_nice() + 5)
+        .min(19)
+        .to_string();
+    let code = "setTimeout(() => process.stdout.write(JSON.stringify({waited: true})), 1500);";
+    for warm in [false, true] {
+        let state = State::new();
+        std::fs::write(
+            state.path().join("config.toml"),
+            hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
+        )
+        .expect("the configuration");
+        let mut child = std::process::Command::new("nice")
+            .args(["-n", "5"])
+            .arg(BIN)
+            .arg("--config")
+            .arg(state.path().join("config.toml"))
+            .arg("--state-dir")
+            .arg(state.path())
+            .args(["run-job", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run nice (coreutils)");
+        let id = format!("itest-nice-{}", if warm { "warm" } else { "cold" });
+        let text = serde_json::to_vec(&job(&id, code, json!(null))).expect("json");
+        std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &text).expect("the job");
+        // Node has its threads once it runs the tool: wait for a process of the job's uid
+        // below the runner (at most 10 s), then a moment for the tool's timer.
+        let node_runs = || {
+            let below: Vec<u32> = nice_below(child.id()).into_iter().map(|(p, _)| p).collect();
+            all_sandbox_processes()
+                .iter()
+                .any(|p| p.uid >= SANDBOX_UID_BASE && below.contains(&(p.pid as u32)))
+        };
+        let started = std::time::Instant::now();
+        while !node_runs() {
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(10),
+                "the job's Node never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let seen = nice_below(child.id());
+        let out = child.wait_with_output().expect("wait for the runner");
+        let r = parse_result(&out.stdout);
+        assert_status(&r, "ok", None);
+        assert!(seen.len() >= 3, "warm: {warm}: the job's threads: {seen:?}");
+        assert!(
+            seen.iter().all(|(_, nice)| *nice == expected),
+            "warm: {warm}: every thread below the runner at its nice value {expected}: {seen:?}"
+        );
+        state.assert_clean();
+        assert_host_clean(&id);
+    }
+}
+
 #[test]
 fn malformed_jobs_are_rejected_and_nothing_runs() {
     require_host();

@@ -179,13 +179,16 @@ pub enum Start {
 pub const GO_BYTE: u8 = b'\n';
 
 /// What a warm sandbox's pid 1 is given at the hand-over, on [`WARM_FD`]: the job's
-/// verified files, its entry (the target of [`MAIN_LINK`]) and the size its root would
-/// have had cold, so that the root's tmpfs reads the same.
+/// verified files, its entry (the target of [`MAIN_LINK`]), the size its root would
+/// have had cold, so that the root's tmpfs reads the same, and the runner's nice value.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandOver {
     pub skill_files: Vec<PlanFile>,
     pub entry: String,
     pub root_bytes: u64,
+    /// The nice value the job runs at: the runner's own, which a cold job inherits (the
+    /// sandbox waited at a higher one).
+    pub nice: i32,
 }
 
 /// How the init stage puts the job into its cgroups before it forks anything of the job.

@@ -140,9 +140,30 @@ async fn read_stderr(
 /// every layer in place) and then to lay the job's files; past it the job runs cold.
 const WARM_READY_TIMEOUT: Duration = Duration::from_secs(30);
 const HAND_OVER_TIMEOUT: Duration = Duration::from_secs(10);
-/// The nice value a warm sandbox waits at: its start takes CPU only when jobs leave some.
-/// Pid 1 sets the tool back to 0 at the hand-over.
+/// How much nicer than the runner a warm sandbox waits: its start takes CPU only when jobs
+/// leave some. Pid 1 sets the tool back to the runner's own value at the hand-over
+/// ([`runner_nice`]), the value a cold job inherits.
 const WARM_NICE: libc::c_int = 10;
+
+/// The runner's own nice value (of the calling thread, as a child forked from it would
+/// inherit): what a cold job runs at, and what a warm job is set back to at its hand-over.
+/// An operator who starts the runner under `nice` (or systemd's `Nice=`) has every job run
+/// at that value. 0 if it cannot be read.
+pub fn runner_nice() -> libc::c_int {
+    nix::errno::Errno::clear();
+    // SAFETY: getpriority takes numbers only.
+    let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    if nice == -1 && nix::errno::Errno::last_raw() != 0 {
+        0
+    } else {
+        nice
+    }
+}
+
+/// The nice value a warm sandbox waits at: [`WARM_NICE`] above the runner's, at most 19.
+fn warm_nice() -> libc::c_int {
+    (runner_nice() + WARM_NICE).min(19)
+}
 
 /// Runs the init stage on `plan_bytes` (see `sandbox::init::encode_plan`), feeding
 /// `input` after it, in `cgroup`, and returns what happened. On return no process of the
@@ -201,7 +222,7 @@ fn dup_high(fd: &impl std::os::fd::AsFd, what: &str) -> Result<OwnedFd, Supervis
 }
 
 /// Starts the init stage on `plan_bytes`; `warm` passes the hand-over pipe and starts it
-/// at [`WARM_NICE`].
+/// at [`warm_nice`].
 pub fn start(
     self_exe: &Path,
     plan_bytes: Vec<u8>,
@@ -223,6 +244,7 @@ pub fn start(
         (None, None)
     };
     let h = hand_over_r.as_ref().map(|fd| fd.as_raw_fd());
+    let waiting_nice = warm_nice();
     // The exec gate: its thread waits for the listener the init sends on this socket.
     let (gate, gate_end) =
         exec_gate::start().map_err(|e| SuperviseError::Spawn(format!("exec gate: {e}")))?;
@@ -259,7 +281,7 @@ pub fn start(
             }
             if let Some(h) = h {
                 if libc::dup2(h, WARM_FD) < 0
-                    || libc::setpriority(libc::PRIO_PROCESS, 0, WARM_NICE) != 0
+                    || libc::setpriority(libc::PRIO_PROCESS, 0, waiting_nice) != 0
                 {
                     return Err(std::io::Error::last_os_error());
                 }
@@ -424,13 +446,14 @@ impl Started {
         self.wait_for(&Report::HandedOver, "the hand-over", HAND_OVER_TIMEOUT)
             .await?;
         // The init stage waited at low priority too; it relays the job's end, so it runs
-        // the job at the usual one (pid 1 did its own). Not yet reaped, so its pid is its.
+        // the job at the runner's, as a cold job's does (pid 1 did its own and the tool's,
+        // to the value the hand-over gave). Not yet reaped, so its pid is its.
         let pid = self
             .child
             .id()
             .ok_or("the init stage ended during the hand-over")?;
         // SAFETY: setpriority takes numbers only.
-        if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, 0) } != 0 {
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, pid, runner_nice()) } != 0 {
             return Err(format!(
                 "the init stage's priority: {}",
                 std::io::Error::last_os_error()

@@ -331,6 +331,7 @@ impl Engine {
                 .collect(),
             entry: job.entry.clone(),
             root_bytes: sandbox.root_bytes + payload,
+            nice: crate::supervise::runner_nice(),
         };
         let message = match encode_message(&hand_over) {
             Ok(m) => m,

@@ -515,11 +515,13 @@ fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEn
     lay_skill(&hand_over.skill_files, Some(&hand_over.entry))?;
     seal_root()?;
     // The tool waited at low priority (the runner started the sandbox so); it runs its
-    // job at the usual one. Its process group is its session's: every thread of it. So
-    // does pid 1, which reaps it and reports its end (the runner does the init stage's).
+    // job at the runner's own, as a cold job would. Its process group is its session's:
+    // every thread of it. So does pid 1, which reaps it and reports its end (the runner
+    // does the init stage's).
+    let nice = hand_over.nice;
     // SAFETY: setpriority takes numbers only.
-    if unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, 0) } != 0
-        || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, 0) } != 0
+    if unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, nice) } != 0
+        || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0
     {
         return Err((
             "hand over: priority",
