@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use std::ffi::CString;
 use std::io::{Read, Write};
 use std::mem::ManuallyDrop;
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 
 /// The descriptor the parent reads reports from, and the job's network namespace when the
@@ -327,7 +327,6 @@ const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
 /// `CLONE_INTO_CGROUP`), which writing its pid to `cgroup.procs` after the fork would cost
 /// an RCU grace period (see [`CgroupJoin`]). Returns like `fork(2)`.
 fn fork_into_cgroup(dir: &std::os::fd::OwnedFd) -> nix::Result<ForkResult> {
-    use std::os::fd::AsRawFd;
     // SAFETY: `clone_args` is plain integers, for which zero is a valid value (and what
     // clone3 wants in every field not set).
     let mut args: libc::clone_args = unsafe { std::mem::zeroed() };
@@ -569,9 +568,17 @@ fn borrow_time_namespace() -> Result<(), String> {
     match unsafe { fork() }.map_err(|e| format!("fork the clocks' helper: {e}"))? {
         ForkResult::Child => {
             drop((told_r, hold_w));
+            // The helper holds all capabilities in its user namespace: it keeps none of
+            // the init stage's descriptors (the job's pipes, the report descriptor, the
+            // exec gate's socket, the cgroup folder) while it has them.
+            let keep = [told_w.as_raw_fd(), hold_r.as_raw_fd()];
             let time = CloneFlags::from_bits_retain(libc::CLONE_NEWTIME);
-            let said = unshare(CloneFlags::CLONE_NEWUSER | time)
-                .map_err(|e| format!("unshare a user and a time namespace: {e}"))
+            let said = close_all_but(keep)
+                .map_err(|e| format!("close the init stage's descriptors: {e}"))
+                .and_then(|()| {
+                    unshare(CloneFlags::CLONE_NEWUSER | time)
+                        .map_err(|e| format!("unshare a user and a time namespace: {e}"))
+                })
                 .and_then(|()| clocks_from_zero())
                 .err()
                 .unwrap_or_default();
@@ -601,6 +608,29 @@ fn borrow_time_namespace() -> Result<(), String> {
             joined
         }
     }
+}
+
+/// Closes every descriptor of this process but the two in `keep`, with no allocation (the
+/// clocks' helper runs it right after a fork).
+fn close_all_but(mut keep: [std::os::fd::RawFd; 2]) -> Result<(), nix::errno::Errno> {
+    keep.sort_unstable();
+    let mut first: u32 = 0;
+    for fd in keep {
+        let Ok(fd) = u32::try_from(fd) else {
+            return Err(nix::errno::Errno::EBADF);
+        };
+        if fd > first {
+            close_range(first, fd - 1)?;
+        }
+        first = fd.saturating_add(1);
+    }
+    close_range(first, u32::MAX)
+}
+
+fn close_range(first: u32, last: u32) -> Result<(), nix::errno::Errno> {
+    // SAFETY: close_range(2) takes numbers only; the caller owns every descriptor in range.
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, first, last, 0u32) };
+    nix::errno::Errno::result(rc).map(drop)
 }
 
 fn fail(step: &str, err: impl std::fmt::Display) -> ! {
@@ -935,3 +965,6 @@ fn apply_mount(root: &Path, m: &MountStep) -> Result<(), StepError> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
