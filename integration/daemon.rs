@@ -1357,6 +1357,55 @@ fn a_journal_removed_while_the_daemon_runs_is_written_back() {
     assert_host_clean("dtest-unlink");
 }
 
+/// `daemon.retention_days = 0`: every finished job is pruned at the next start. A job that
+/// ran keeps its id, so sent again (with other code) it is refused `result_pruned`, never
+/// run a second time; `GET` and `DELETE` answer 410. A rejected id is removed whole and
+/// runs when sent again, as it would have before the prune.
+#[test]
+fn a_pruned_id_is_never_run_again_and_says_its_result_is_gone() {
+    require_host();
+    let _h = exclusive();
+    let mut d = Daemon::start("[daemon]\nretention_days = 0\n[daemon.warm]\nenabled = false\n");
+    let ran = d.post_wait(&job("dtest-prune-ran", ONE, 5000));
+    assert_status(&ran, "ok", None);
+    let mut too_big = job("dtest-prune-rejected", ONE, 5000);
+    too_big["limits"]["mem_bytes"] = json!(1u64 << 40);
+    assert_status(&d.post_wait(&too_big), "rejected", Some("limits_above_cap"));
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.spawn();
+
+    let (code, v) = d.call("GET", "/v1/jobs/dtest-prune-ran", None);
+    assert_error(code, &v, 410, "result_pruned");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("ended ok") && message.contains("new job_id"),
+        "{v}"
+    );
+    let (code, v) = d.call("DELETE", "/v1/jobs/dtest-prune-ran", None);
+    assert_error(code, &v, 410, "result_pruned");
+    // Sent again with code that would fail: answered, not run.
+    let again = d.post_wait(&job("dtest-prune-ran", THROWS, 5000));
+    assert_status(&again, "rejected", Some("result_pruned"));
+    assert_eq!(again["message"].as_str(), Some(message), "{again}");
+    assert_eq!(again["wall_ms"], 0, "{again}");
+    let (code, _) = d.call("GET", "/v1/jobs/dtest-prune-ran", None);
+    assert_eq!(code, 410, "still pruned, not recorded again");
+
+    // The rejected id is gone whole: it runs now.
+    let (code, v) = d.call("GET", "/v1/jobs/dtest-prune-rejected", None);
+    assert_error(code, &v, 404, "not_found");
+    assert_status(
+        &d.post_wait(&job("dtest-prune-rejected", ONE, 5000)),
+        "ok",
+        None,
+    );
+    d.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-prune");
+}
+
 /// Removes the daemon's jobs folder. The warm pool may be laying out a sandbox in it at that
 /// moment, so a removal that finds new entries appearing (`ENOTEMPTY`) is tried again.
 fn remove_jobs_folder(jobs: &std::path::Path) {

@@ -121,7 +121,7 @@ pub struct DaemonConfig {
     pub allow_uids: Vec<u32>,
     #[serde(default)]
     pub allow_gids: Vec<u32>,
-    /// How long the journal keeps finished jobs.
+    /// How long the journal keeps finished jobs' results (a pruned job keeps its id and end).
     #[serde(default = "default_retention_days")]
     pub retention_days: u64,
     /// How long running jobs may finish after SIGTERM before they are killed.

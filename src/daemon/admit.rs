@@ -3,7 +3,7 @@
 //! and what a queued job that never started ends with. No clock, no journal, no engine:
 //! the callers in `jobs.rs` bring what they observed.
 
-use super::journal::Entry;
+use super::journal::{Entry, Pruned};
 use crate::cancel::Cause;
 use crate::job::{self, JobResult, Reason, Rejection, Status, ValidJob};
 
@@ -61,14 +61,31 @@ pub enum Prior {
     Answered(Box<JobResult>),
     /// Journaled as accepted but not in memory: never run it twice.
     Conflict,
+    /// It ran (or ended) longer ago than the retention and its result is gone: it is not
+    /// run again; the submission is `rejected` with [`pruned_message`].
+    Pruned(Pruned),
 }
 
 pub fn prior(entry: Option<Entry>) -> Prior {
     match entry {
         Some(Entry::Done(r)) if r.status != Status::Rejected => Prior::Answered(r),
         Some(Entry::Accepted) => Prior::Conflict,
+        Some(Entry::Pruned(p)) => Prior::Pruned(p),
         Some(Entry::Done(_)) | None => Prior::New,
     }
+}
+
+/// What a pruned id's submission and `GET` say: how the job ended, when, that its result
+/// is gone and that it will not run again under this id.
+pub fn pruned_message(job_id: &str, p: &Pruned, now_ms: i64, retention_days: u64) -> String {
+    let days = (now_ms.saturating_sub(p.finished_ms) / 86_400_000).max(0);
+    let ended = match &p.reason {
+        Some(reason) => format!("{} ({reason})", p.status),
+        None => p.status.clone(),
+    };
+    format!(
+        "job {job_id} ended {ended} here {days} days ago; its result was removed after          daemon.retention_days ({retention_days}), and a job id runs once: send the job          with a new job_id to run it again"
+    )
 }
 
 /// The message of a [`Prior::Conflict`] (reason `duplicate`).
@@ -254,6 +271,39 @@ pub(crate) mod tests {
             prior(Some(Entry::Done(Box::new(busy)))),
             Prior::New
         ));
+        // A pruned id is never judged anew: it ran once.
+        let pruned = Pruned {
+            status: "error".into(),
+            reason: Some("exit".into()),
+            finished_ms: 1_000,
+        };
+        assert!(matches!(
+            prior(Some(Entry::Pruned(pruned))),
+            Prior::Pruned(_)
+        ));
+    }
+
+    #[test]
+    fn a_pruned_id_is_told_how_and_when_it_ended_and_what_to_do() {
+        let p = Pruned {
+            status: "error".into(),
+            reason: Some("exit".into()),
+            finished_ms: 1_000,
+        };
+        let m = pruned_message("j1", &p, 1_000 + 9 * 86_400_000 + 5, 7);
+        assert!(
+            m.contains("job j1 ended error (exit) here 9 days ago"),
+            "{m}"
+        );
+        assert!(m.contains("daemon.retention_days (7)"), "{m}");
+        assert!(m.contains("new job_id"), "{m}");
+        let ok = Pruned {
+            status: "ok".into(),
+            reason: None,
+            finished_ms: 1_000,
+        };
+        assert!(pruned_message("j2", &ok, 0, 7).contains("ended ok here 0 days ago"));
+        assert_eq!(Reason::ResultPruned.status(), Status::Rejected);
     }
 
     #[test]

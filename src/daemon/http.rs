@@ -5,7 +5,7 @@
 //! trouble). Requests are bounded in size and in time, so a client can neither make the
 //! daemon buffer without end nor hold a worker.
 
-use super::jobs::{Envelope, Jobs, Submitted};
+use super::jobs::{Envelope, Jobs, LookupError, Submitted};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
@@ -378,7 +378,8 @@ async fn get_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
     match jobs.lookup(id).await {
         Ok(Some(e)) => json(StatusCode::OK, &e),
         Ok(None) => error(StatusCode::NOT_FOUND, "not_found", "no such job"),
-        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e),
+        Err(LookupError::Pruned(m)) => error(StatusCode::GONE, "result_pruned", &m),
+        Err(LookupError::Journal(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e),
     }
 }
 

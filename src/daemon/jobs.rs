@@ -28,6 +28,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 pub use handle::{Envelope, JobHandle, JobState, Settings, Submitted};
+
+/// Why [`Jobs::lookup`] has no state to give for an id.
+#[derive(Debug)]
+pub enum LookupError {
+    /// The journal could not be read: this message.
+    Journal(String),
+    /// The id ran here and its result was pruned after the retention: this message.
+    Pruned(String),
+}
 use health::Health;
 
 struct LiveJob {
@@ -221,7 +230,7 @@ impl Jobs {
     /// that is still asking the journal about it is answered from the journal: a finished
     /// id sent again stays `done` with its answer; an id seen for the first time is
     /// `queued` while its submission is checked.
-    pub async fn lookup(&self, job_id: &str) -> Result<Option<Envelope>, String> {
+    pub async fn lookup(&self, job_id: &str) -> Result<Option<Envelope>, LookupError> {
         let reserved = match self.handle(job_id) {
             Some(h) => match h.state() {
                 JobState::Pending => true,
@@ -229,13 +238,18 @@ impl Jobs {
             },
             None => false,
         };
-        Ok(match self.journaled(job_id).await? {
-            Some(Entry::Done(r)) => Some(Envelope::done(Arc::new(*r))),
-            // Accepted in this run, ended and removed from memory between the two looks.
-            Some(Entry::Accepted) => Some(Envelope::of(job_id, &JobState::Queued)),
-            None if reserved => Some(Envelope::of(job_id, &JobState::Pending)),
-            None => None,
-        })
+        Ok(
+            match self.journaled(job_id).await.map_err(LookupError::Journal)? {
+                Some(Entry::Done(r)) => Some(Envelope::done(Arc::new(*r))),
+                Some(Entry::Pruned(p)) => {
+                    return Err(LookupError::Pruned(self.pruned_message(job_id, &p)));
+                }
+                // Accepted in this run, ended and removed from memory between the two looks.
+                Some(Entry::Accepted) => Some(Envelope::of(job_id, &JobState::Queued)),
+                None if reserved => Some(Envelope::of(job_id, &JobState::Pending)),
+                None => None,
+            },
+        )
     }
 
     pub fn handle(&self, job_id: &str) -> Option<Arc<JobHandle>> {
@@ -305,7 +319,7 @@ impl Jobs {
         };
         let reservation = match reserved {
             Ok(j) => j,
-            Err(rx) => return self.duplicate(id, rx).await,
+            Err(rx) => return self.duplicate(id, net, rx).await,
         };
         let accepted_at = Instant::now();
         match self.journaled(&id).await.map(admit::prior) {
@@ -314,6 +328,11 @@ impl Jobs {
                 // Only possible if memory and journal disagree; never run it twice.
                 let r =
                     JobResult::not_run(&id, Reason::Duplicate, admit::CONFLICT, net, self.node());
+                return self.release(&id, &reservation, Arc::new(r));
+            }
+            Ok(Prior::Pruned(p)) => {
+                let msg = self.pruned_message(&id, &p);
+                let r = JobResult::not_run(&id, Reason::ResultPruned, msg, net, self.node());
                 return self.release(&id, &reservation, Arc::new(r));
             }
             Ok(Prior::New) => {}
@@ -399,7 +418,12 @@ impl Jobs {
     }
 
     /// A second submission of an id in memory: wait out a reservation, then answer.
-    async fn duplicate(&self, id: String, mut rx: watch::Receiver<JobState>) -> Submitted {
+    async fn duplicate(
+        &self,
+        id: String,
+        net: crate::job::Net,
+        mut rx: watch::Receiver<JobState>,
+    ) -> Submitted {
         loop {
             let state = rx.borrow_and_update().clone();
             match state {
@@ -414,7 +438,16 @@ impl Jobs {
                             Ok(None) => {
                                 Submitted::Internal("the first submission of this id failed".into())
                             }
-                            Err(e) => Submitted::Internal(e),
+                            Err(LookupError::Journal(e)) => Submitted::Internal(e),
+                            Err(LookupError::Pruned(msg)) => {
+                                Submitted::Done(Arc::new(JobResult::not_run(
+                                    &id,
+                                    Reason::ResultPruned,
+                                    msg,
+                                    net,
+                                    self.node(),
+                                )))
+                            }
                         };
                     }
                 }
@@ -425,6 +458,10 @@ impl Jobs {
     }
 
     /// Ends a reservation with a result that was not a run of it.
+    fn pruned_message(&self, job_id: &str, p: &journal::Pruned) -> String {
+        admit::pruned_message(job_id, p, journal::now_ms(), self.settings().retention_days)
+    }
+
     fn release(&self, id: &str, j: &Arc<LiveJob>, r: Arc<JobResult>) -> Submitted {
         self.forget(id, j, JobState::Done(r.clone()));
         Submitted::Done(r)

@@ -53,6 +53,17 @@ pub enum Entry {
     /// Accepted, not ended (only ever seen for the current run, or before recovery).
     Accepted,
     Done(Box<JobResult>),
+    /// Ended longer ago than the retention: the result is gone, the id and how it ended
+    /// are kept, so the id is never run again ([`Journal::prune`]).
+    Pruned(Pruned),
+}
+
+/// What the journal keeps of a job whose result was pruned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pruned {
+    pub status: String,
+    pub reason: Option<String>,
+    pub finished_ms: i64,
 }
 
 /// What kind of trouble the journal is in, which decides what an operator can do.
@@ -448,15 +459,33 @@ impl Journal {
 
     /// What the journal holds for a job id.
     pub fn get(&self, job_id: &str) -> Result<Option<Entry>, JournalError> {
+        type Row = (
+            String,
+            Option<String>,
+            Option<String>,
+            Option<String>,
+            Option<i64>,
+        );
         let conn = self.conn();
-        let row: Option<(String, Option<String>)> = conn
-            .prepare_cached("SELECT state, result FROM jobs WHERE job_id = ?1")?
-            .query_row(params![job_id], |r| Ok((r.get(0)?, r.get(1)?)))
+        let row: Option<Row> = conn
+            .prepare_cached(
+                "SELECT state, result, status, reason, finished_ms FROM jobs WHERE job_id = ?1",
+            )?
+            .query_row(params![job_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
             .optional()?;
         match row {
             None => Ok(None),
-            Some((state, Some(result))) if state == "done" => {
+            Some((state, Some(result), ..)) if state == "done" => {
                 Ok(Some(Entry::Done(Box::new(serde_json::from_str(&result)?))))
+            }
+            Some((state, None, Some(status), reason, Some(finished_ms))) if state == "done" => {
+                Ok(Some(Entry::Pruned(Pruned {
+                    status,
+                    reason,
+                    finished_ms,
+                })))
             }
             Some(_) => Ok(Some(Entry::Accepted)),
         }
@@ -543,15 +572,25 @@ impl Journal {
         Ok(n == 1)
     }
 
-    /// Removes finished jobs that ended before `before_ms`; returns how many.
+    /// Prunes jobs that ended before `before_ms`; returns how many. A job that was
+    /// `rejected` (nothing ran; its id may be sent again and run) is removed. Any other
+    /// keeps its row without its result: its id, status, reason and end (about 150 bytes),
+    /// so that a pruned id is never run a second time (SPEC.md: one id, one answer).
     pub fn prune(&self, before_ms: i64) -> Result<usize, JournalError> {
-        let conn = self.writable()?;
-        let n = conn.execute(
-            "DELETE FROM jobs WHERE state = 'done' AND finished_ms < ?1",
+        let mut conn = self.writable()?;
+        let tx = conn.transaction()?;
+        let removed = tx.execute(
+            "DELETE FROM jobs WHERE state = 'done' AND status = 'rejected' AND finished_ms < ?1",
             params![before_ms],
         )?;
+        let emptied = tx.execute(
+            "UPDATE jobs SET result = NULL
+             WHERE state = 'done' AND result IS NOT NULL AND finished_ms < ?1",
+            params![before_ms],
+        )?;
+        tx.commit()?;
         self.committed(conn)?;
-        Ok(n)
+        Ok(removed + emptied)
     }
 
     /// (state, status, count) over every row: for tests and operators.

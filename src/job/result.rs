@@ -71,6 +71,9 @@ pub enum Reason {
     RunnerOff,
     /// The queue is full.
     Busy,
+    /// The id ran here before and its result was pruned after the retention: a job id
+    /// runs once.
+    ResultPruned,
     /// The queue held the job past its `ttl_ms`.
     Ttl,
     /// The dispatcher cancelled the job.
@@ -93,7 +96,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for whoever lists them.
-    pub const ALL: [Reason; 23] = [
+    pub const ALL: [Reason; 24] = [
         Reason::Exit,
         Reason::Signal,
         Reason::BadOutput,
@@ -108,6 +111,7 @@ impl Reason {
         Reason::LimitsAboveCap,
         Reason::RunnerOff,
         Reason::Busy,
+        Reason::ResultPruned,
         Reason::Ttl,
         Reason::Cancelled,
         Reason::SandboxSetup,
@@ -125,9 +129,11 @@ impl Reason {
             Reason::Exit | Reason::Signal | Reason::BadOutput | Reason::NoOutput => Status::Error,
             Reason::Wall | Reason::Memory | Reason::Output | Reason::Pids => Status::Limit,
             Reason::Sha256Mismatch | Reason::InputMissing => Status::Integrity,
-            Reason::InvalidJob | Reason::LimitsAboveCap | Reason::RunnerOff | Reason::Busy => {
-                Status::Rejected
-            }
+            Reason::InvalidJob
+            | Reason::LimitsAboveCap
+            | Reason::RunnerOff
+            | Reason::Busy
+            | Reason::ResultPruned => Status::Rejected,
             Reason::Ttl => Status::Expired,
             Reason::Cancelled => Status::Cancelled,
             Reason::SandboxSetup
@@ -157,6 +163,7 @@ impl Reason {
             Reason::LimitsAboveCap => "limits_above_cap",
             Reason::RunnerOff => "runner_off",
             Reason::Busy => "busy",
+            Reason::ResultPruned => "result_pruned",
             Reason::Ttl => "ttl",
             Reason::Cancelled => "cancelled",
             Reason::SandboxSetup => "sandbox_setup",

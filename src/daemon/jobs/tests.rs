@@ -258,6 +258,39 @@ async fn a_duplicate_joins_the_job_and_later_gets_its_journaled_answer() {
     assert_eq!(stand.runs(), 1, "one id, one run");
 }
 
+#[tokio::test]
+async fn a_pruned_id_sent_again_is_refused_and_never_runs_twice() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "retention_days = 0\n");
+    let first = handle(d.jobs.submit(&body("spent")).await);
+    stand.go.add_permits(1);
+    assert_eq!(done(&first).await.status, Status::Ok);
+    until("forgotten in memory", || d.jobs.handle("spent").is_none()).await;
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    d.jobs.prune().await;
+
+    match d.jobs.lookup("spent").await {
+        Err(LookupError::Pruned(m)) => assert!(m.contains("ended ok"), "{m}"),
+        other => panic!("expected the pruned answer, got {other:?}"),
+    }
+    stand.go.add_permits(1);
+    let again = ended(d.jobs.submit(&body("spent")).await);
+    assert_eq!(reason(&again), (Status::Rejected, Some("result_pruned")));
+    assert!(
+        again
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("new job_id")),
+        "{again:?}"
+    );
+    assert_eq!(stand.runs(), 1, "one id, one run");
+    assert!(d.jobs.handle("spent").is_none(), "nothing kept in memory");
+    // A new id runs as ever.
+    let other = handle(d.jobs.submit(&body("fresh")).await);
+    assert_eq!(done(&other).await.status, Status::Ok);
+    assert_eq!(stand.runs(), 2);
+}
+
 /// Holds an id as a submission does while it asks the journal about the id.
 fn reserve(jobs: &Jobs, id: &str) -> Arc<LiveJob> {
     let (tx, _) = watch::channel(JobState::Pending);

@@ -224,15 +224,53 @@ fn a_damaged_journal_is_named_with_what_to_do() {
 }
 
 #[test]
-fn prune_removes_only_old_finished_jobs() {
+fn prune_keeps_the_id_and_end_of_a_job_that_ran_and_removes_a_rejected_one() {
     let tmp = tempfile::tempdir().unwrap();
-    let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
     j.accept("old", run, "t", Net::Deny, 0).unwrap();
     j.finish(&ok("old")).unwrap();
+    j.accept("failed", run, "t", Net::Deny, 0).unwrap();
+    j.finish(&result("failed", Reason::Exit)).unwrap();
+    let busy = result("busy", Reason::Busy);
+    assert!(j.record_rejected(&busy, run, "t").unwrap());
     j.accept("open", run, "t", Net::Deny, 0).unwrap();
     assert_eq!(j.prune(now_ms() - 60_000).unwrap(), 0);
-    assert_eq!(j.prune(now_ms() + 1).unwrap(), 1);
-    assert_eq!(j.get("old").unwrap(), None);
+    assert!(matches!(j.get("old").unwrap(), Some(Entry::Done(_))));
+    let before = now_ms() + 1;
+    assert_eq!(j.prune(before).unwrap(), 3);
+    let pruned = |status: &str, reason: Option<&str>| match j.get(if reason.is_some() {
+        "failed"
+    } else {
+        "old"
+    }) {
+        Ok(Some(Entry::Pruned(p))) => {
+            assert_eq!((p.status.as_str(), p.reason.as_deref()), (status, reason));
+            assert!(
+                p.finished_ms < before && p.finished_ms > before - 60_000,
+                "{p:?}"
+            );
+        }
+        other => panic!("expected a pruned entry, got {other:?}"),
+    };
+    pruned("ok", None);
+    pruned("error", Some("exit"));
+    assert_eq!(
+        j.get("busy").unwrap(),
+        None,
+        "a rejected job is removed whole"
+    );
     assert_eq!(j.get("open").unwrap(), Some(Entry::Accepted));
+    // A pruned id is never accepted again, also after a reopen; a second prune finds
+    // nothing more to take.
+    assert!(j.accept("old", run, "t", Net::Deny, 0).is_err());
+    assert_eq!(j.prune(now_ms() + 1).unwrap(), 0);
+    drop(j);
+    let j = Journal::open(&path).unwrap();
+    assert!(matches!(j.get("old").unwrap(), Some(Entry::Pruned(_))));
+    assert!(!j
+        .record_rejected(&result("old", Reason::Busy), run, "t")
+        .unwrap());
+    assert!(matches!(j.get("old").unwrap(), Some(Entry::Pruned(_))));
 }
