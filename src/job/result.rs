@@ -338,7 +338,13 @@ mod tests {
             (Status::Integrity, &["sha256_mismatch", "input_missing"]),
             (
                 Status::Rejected,
-                &["invalid_job", "limits_above_cap", "runner_off", "busy"],
+                &[
+                    "invalid_job",
+                    "limits_above_cap",
+                    "runner_off",
+                    "busy",
+                    "result_pruned",
+                ],
             ),
             (Status::Expired, &["ttl"]),
             (Status::Cancelled, &["cancelled"]),
