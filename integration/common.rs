@@ -117,8 +117,20 @@ pub fn runner_in(state: &Path) -> Command {
 
 /// [`runner_in`] for another copy of the runner's binary (`bin`).
 pub fn runner_in_at(bin: &Path, state: &Path) -> Command {
+    with_runner_args(Command::new(bin), state)
+}
+
+/// [`runner_in`] started through a wrapper (`wrapper[0]` with the rest as its arguments,
+/// then the runner's path and arguments): `nice`, `setpriv`, `unshare`.
+pub fn runner_under(wrapper: &[&str], state: &Path) -> Command {
+    let (program, args) = wrapper.split_first().expect("a wrapper program");
+    let mut cmd = Command::new(program);
+    cmd.args(args).arg(BIN);
+    with_runner_args(cmd, state)
+}
+
+fn with_runner_args(mut cmd: Command, state: &Path) -> Command {
     let config = hermetic_config_file(state);
-    let mut cmd = Command::new(bin);
     cmd.arg("--config")
         .arg(config)
         .arg("--state-dir")

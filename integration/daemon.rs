@@ -217,6 +217,18 @@ impl Daemon {
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.pid()), sig).expect("signal");
     }
 
+    /// SIGTERM, and the daemon exits 0 within 10 s.
+    fn stop(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGTERM);
+        let code = self.wait_exit(Duration::from_secs(10));
+        assert_eq!(
+            code,
+            Some(0),
+            "the daemon's exit after SIGTERM: {}",
+            self.log()
+        );
+    }
+
     /// Waits for the daemon to exit; its exit code.
     fn wait_exit(&mut self, within: Duration) -> Option<i32> {
         let mut child = self.child.take().expect("running");
@@ -656,8 +668,7 @@ fn the_daemon_runs_jobs_over_its_socket() {
     assert_eq!(code, 202);
     d.wait_state("dtest-run-term", "running");
     let t = Instant::now();
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0), "{}", d.log());
+    d.stop();
     assert!(
         t.elapsed() >= Duration::from_millis(400),
         "the grace period was given"
@@ -721,8 +732,7 @@ fn kill_9_mid_job_then_restart_leaves_nothing_and_ends_the_job_internal() {
     assert_host_clean("dtest-k9");
     // And the restarted daemon runs jobs.
     assert_status(&d.post_wait(&job("dtest-k9-after", ONE, 5000)), "ok", None);
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.stop();
     assert_host_clean("dtest-k9");
 }
 
@@ -994,8 +1004,7 @@ fn fifty_mixed_jobs_at_four_in_flight_each_end_exactly_once() {
             assert_status(r, status, *reason);
         }
     }
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.stop();
     let journal = journal_of(&d);
     for (id, _, _, _) in &jobs {
         match journal.get(id).expect("journal") {
@@ -1307,8 +1316,7 @@ fn a_full_disk_never_changes_an_answer() {
     );
 
     // And after a restart: the same answer, not a second run.
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0), "{}", d.log());
+    d.stop();
     d.spawn();
     assert_eq!(d.get_job("dtest-full-late")["result"], answered);
     assert_eq!(d.post_wait(&late("dtest-full-late", 0)), answered);
@@ -1371,8 +1379,7 @@ fn a_pruned_id_is_never_run_again_and_says_its_result_is_gone() {
     let mut too_big = job("dtest-prune-rejected", ONE, 5000);
     too_big["limits"]["mem_bytes"] = json!(1u64 << 40);
     assert_status(&d.post_wait(&too_big), "rejected", Some("limits_above_cap"));
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.stop();
     d.spawn();
 
     let (code, v) = d.call("GET", "/v1/jobs/dtest-prune-ran", None);
@@ -1400,8 +1407,7 @@ fn a_pruned_id_is_never_run_again_and_says_its_result_is_gone() {
         "ok",
         None,
     );
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.stop();
     d.assert_no_job_dirs();
     assert_host_clean("dtest-prune");
 }
@@ -1614,8 +1620,7 @@ fn input_and_output_pass_through_the_daemon_and_its_journal_as_written() {
         }
         other => panic!("not done in the journal: {other:?}"),
     }
-    d.signal(nix::sys::signal::Signal::SIGTERM);
-    assert_eq!(d.wait_exit(Duration::from_secs(10)), Some(0));
+    d.stop();
     d.assert_no_job_dirs();
     assert_host_clean("dtest-exact");
 }

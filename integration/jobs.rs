@@ -104,18 +104,10 @@ fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
     let _h = exclusive();
     let threshold = wait_for_a_host_up_a_minute();
     let state = State::new();
-    let without_sys_time = |args: &[&str]| {
-        let mut cmd = std::process::Command::new("setpriv");
-        cmd.args(["--bounding-set", "-sys_time"])
-            .arg(BIN)
-            .arg("--config")
-            .arg(hermetic_config_file(state.path()))
-            .arg("--state-dir")
-            .arg(state.path())
-            .args(args);
-        cmd
-    };
-    let doctor = without_sys_time(&["doctor"])
+    let without_sys_time =
+        || runner_under(&["setpriv", "--bounding-set", "-sys_time"], state.path());
+    let doctor = without_sys_time()
+        .arg("doctor")
         .output()
         .expect("run setpriv (util-linux)");
     let said = String::from_utf8_lossy(&doctor.stdout);
@@ -124,15 +116,8 @@ fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
             .any(|l| l.contains("time namespace") && l.contains("owned by a user namespace")),
         "doctor without CAP_SYS_TIME: {said}"
     );
-    let mut child = without_sys_time(&["run-job", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run setpriv (util-linux)");
     let text = serde_json::to_vec(&job("itest-clock-userns", CLOCK, json!(null))).expect("json");
-    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &text).expect("the job");
-    let out = child.wait_with_output().expect("wait for the runner");
+    let out = feed(without_sys_time().args(["run-job", "-"]), &text);
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -217,13 +202,7 @@ fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
             hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
         )
         .expect("the configuration");
-        let mut child = std::process::Command::new("nice")
-            .args(["-n", "5"])
-            .arg(BIN)
-            .arg("--config")
-            .arg(state.path().join("config.toml"))
-            .arg("--state-dir")
-            .arg(state.path())
+        let mut child = runner_under(&["nice", "-n", "5"], state.path())
             .args(["run-job", "-"])
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -241,14 +220,10 @@ fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
                 .iter()
                 .any(|p| p.uid >= SANDBOX_UID_BASE && below.contains(&(p.pid as u32)))
         };
-        let started = std::time::Instant::now();
-        while !node_runs() {
-            assert!(
-                started.elapsed() < std::time::Duration::from_secs(10),
-                "the job's Node never ran"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        assert!(
+            wait_for(std::time::Duration::from_secs(10), node_runs),
+            "the job's Node never ran"
+        );
         std::thread::sleep(std::time::Duration::from_millis(500));
         let seen = nice_below(child.id());
         let out = child.wait_with_output().expect("wait for the runner");
@@ -440,19 +415,16 @@ fn two_runners_side_by_side_never_share_a_uid() {
         .map(|(i, state)| {
             let job = serde_json::to_vec(&job(&format!("itest-uid-{i}"), code, json!({})))
                 .expect("job json");
-            let mut child = std::process::Command::new("unshare")
-                .args(["--pid", "--fork", "--kill-child"])
-                .arg(BIN)
-                .arg("--config")
-                .arg(hermetic_config_file(state.path()))
-                .arg("--state-dir")
-                .arg(state.path())
-                .args(["run-job", "-"])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("unshare(1) from util-linux runs the runner in a pid namespace");
+            let mut child = runner_under(
+                &["unshare", "--pid", "--fork", "--kill-child"],
+                state.path(),
+            )
+            .args(["run-job", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("unshare(1) from util-linux runs the runner in a pid namespace");
             use std::io::Write as _;
             child
                 .stdin

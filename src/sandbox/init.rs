@@ -144,16 +144,15 @@ pub fn main() -> ! {
     // before Node starts, see exec_gate; the hand-over's is pid 1's alone: close-on-exec,
     // and closed by pid 1's child before anything else).
     let warm = plan.start == Start::Warm;
-    // SAFETY: close and close_range on descriptors this process does not use.
-    let rc = unsafe {
+    // SAFETY: close on descriptors this process does not use.
+    unsafe {
         libc::close(NETNS_FD);
         if !warm {
             libc::close(WARM_FD);
         }
-        libc::syscall(libc::SYS_close_range, WARM_FD as u32 + 1, u32::MAX, 0u32)
-    };
-    if rc != 0 {
-        fail("close descriptors", std::io::Error::last_os_error());
+    }
+    if let Err(e) = close_range(WARM_FD as u32 + 1, u32::MAX) {
+        fail("close descriptors", e);
     }
     if warm {
         if let Err(e) = check_hand_over_pipe() {

@@ -126,8 +126,6 @@ impl Layers {
     }
 }
 
-/// Seccomp filter mode is there when the kernel answers `PR_GET_SECCOMP` and lists
-/// `Seccomp_filters` in /proc/self/status.
 /// How this runner can give a job a time namespace ([`Layers::time_namespace`]).
 fn time_namespace_support() -> TimeNamespace {
     if !Path::new("/proc/self/ns/time").exists() {
@@ -190,6 +188,8 @@ fn user_namespace_sets_clocks() -> bool {
     }
 }
 
+/// Seccomp filter mode is there when the kernel answers `PR_GET_SECCOMP` and lists
+/// `Seccomp_filters` in /proc/self/status.
 fn seccomp_available() -> bool {
     // SAFETY: PR_GET_SECCOMP only returns the calling thread's mode.
     let mode = unsafe { libc::prctl(libc::PR_GET_SECCOMP, 0, 0, 0, 0) };

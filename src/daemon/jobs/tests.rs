@@ -258,14 +258,23 @@ async fn a_duplicate_joins_the_job_and_later_gets_its_journaled_answer() {
     assert_eq!(stand.runs(), 1, "one id, one run");
 }
 
+/// Submits `id`, lets it run and waits until only the journal holds it; its result.
+async fn run_to_the_journal(d: &Daemon, stand: &Stand, id: &str) -> Arc<JobResult> {
+    let h = handle(d.jobs.submit(&body(id)).await);
+    stand.go.add_permits(1);
+    let r = done(&h).await;
+    until("forgotten in memory", || d.jobs.handle(id).is_none()).await;
+    r
+}
+
 #[tokio::test]
 async fn a_pruned_id_sent_again_is_refused_and_never_runs_twice() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "retention_days = 0\n");
-    let first = handle(d.jobs.submit(&body("spent")).await);
-    stand.go.add_permits(1);
-    assert_eq!(done(&first).await.status, Status::Ok);
-    until("forgotten in memory", || d.jobs.handle("spent").is_none()).await;
+    assert_eq!(
+        run_to_the_journal(&d, &stand, "spent").await.status,
+        Status::Ok
+    );
     tokio::time::sleep(Duration::from_millis(2)).await;
     d.jobs.prune().await;
 
@@ -308,10 +317,7 @@ fn reserve(jobs: &Jobs, id: &str) -> Arc<LiveJob> {
 async fn a_finished_id_sent_again_stays_done_while_the_second_submission_is_checked() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
-    let first = handle(d.jobs.submit(&body("again")).await);
-    stand.go.add_permits(1);
-    let r = done(&first).await;
-    until("forgotten in memory", || d.jobs.handle("again").is_none()).await;
+    let r = run_to_the_journal(&d, &stand, "again").await;
 
     // The window of a second submission of the id: reserved, not yet answered.
     let held = reserve(&d.jobs, "again");
