@@ -84,7 +84,9 @@ pub fn pruned_message(job_id: &str, p: &Pruned, now_ms: i64, retention_days: u64
         None => p.status.clone(),
     };
     format!(
-        "job {job_id} ended {ended} here {days} days ago; its result was removed after          daemon.retention_days ({retention_days}), and a job id runs once: send the job          with a new job_id to run it again"
+        "job {job_id} ended {ended} here {days} days ago; its result was removed after \
+         daemon.retention_days ({retention_days}), and a job id runs once: send the job \
+         with a new job_id to run it again"
     )
 }
 
@@ -297,6 +299,7 @@ pub(crate) mod tests {
         );
         assert!(m.contains("daemon.retention_days (7)"), "{m}");
         assert!(m.contains("new job_id"), "{m}");
+        assert!(!m.contains("  "), "one space between words: {m}");
         let ok = Pruned {
             status: "ok".into(),
             reason: None,

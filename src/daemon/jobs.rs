@@ -51,6 +51,11 @@ const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(2);
 #[derive(Default)]
 struct Live {
     jobs: HashMap<String, Arc<LiveJob>>,
+    /// Submissions whose id is reserved while they are checked (the journal's answer for
+    /// the id, the verdict, a rejection's write): not yet in the queue, and never counted
+    /// as load, or a burst of bad or repeated jobs would make a free runner answer `busy`.
+    checking: usize,
+    /// Accepted jobs waiting for a slot.
     queued: usize,
     running: usize,
 }
@@ -301,23 +306,7 @@ impl Jobs {
         }
 
         // Reserve the id, or find the job that holds it.
-        let reserved = {
-            let mut l = self.live();
-            match l.jobs.get(&id) {
-                Some(j) => Err(j.state.subscribe()),
-                None => {
-                    let (tx, _) = watch::channel(JobState::Pending);
-                    let j = Arc::new(LiveJob {
-                        state: tx,
-                        cancel: Cancel::new(),
-                    });
-                    l.jobs.insert(id.clone(), j.clone());
-                    l.queued += 1;
-                    Ok(j)
-                }
-            }
-        };
-        let reservation = match reserved {
+        let reservation = match self.reserve(&id) {
             Ok(j) => j,
             Err(rx) => return self.duplicate(id, net, rx).await,
         };
@@ -348,19 +337,26 @@ impl Jobs {
         }
 
         let tool = head.tool;
-        let load = {
-            let l = self.live();
-            // This job is counted in `queued` already.
-            Load {
+        let door = door.map_err(|refusal| refusal.rejection);
+        let skills_on = self.settings().skills_on;
+        let verdict = {
+            // The load and the place in the queue under one lock: two jobs judged at once
+            // cannot both take the last place.
+            let mut l = self.live();
+            let load = Load {
                 running: l.running,
-                queued: l.queued,
+                queued: l.queued + 1,
                 max_jobs: self.max_jobs,
                 queue_len: self.queue_len,
+            };
+            let verdict = admit::verdict(door, skills_on, load);
+            if verdict.is_ok() {
+                l.checking -= 1;
+                l.queued += 1;
             }
-        };
-        let door = door.map_err(|refusal| refusal.rejection);
-        let verdict = admit::verdict(door, self.settings().skills_on, load)
-            .map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
+            verdict
+        }
+        .map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
         let job = match verdict {
             Ok(j) => j,
             Err(r) => {
@@ -400,7 +396,7 @@ impl Jobs {
                 let msg = journal_failure(other);
                 tracing::error!(job_id = %id, error = %msg, "cannot journal an accepted job; not accepted");
                 self.journal_outcome(&Err(msg.clone()));
-                self.forget(&id, &reservation, JobState::Pending);
+                self.unqueue(&id, &reservation, JobState::Pending);
                 return Submitted::JournalUnavailable(msg);
             }
         }
@@ -467,13 +463,42 @@ impl Jobs {
         Submitted::Done(r)
     }
 
+    /// Reserves an id for a submission being checked; or, when a job holds the id
+    /// already, that job's state to wait on.
+    fn reserve(&self, id: &str) -> Result<Arc<LiveJob>, watch::Receiver<JobState>> {
+        let mut l = self.live();
+        if let Some(j) = l.jobs.get(id) {
+            return Err(j.state.subscribe());
+        }
+        let (tx, _) = watch::channel(JobState::Pending);
+        let j = Arc::new(LiveJob {
+            state: tx,
+            cancel: Cancel::new(),
+        });
+        l.jobs.insert(id.to_string(), j.clone());
+        l.checking += 1;
+        Ok(j)
+    }
+
+    /// Ends a reservation that was still being checked.
     fn forget(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
+        self.live().checking -= 1;
+        self.drop_reservation(id, j, last);
+    }
+
+    /// Ends a reservation that took its place in the queue and never reached it (its
+    /// acceptance could not be journaled).
+    fn unqueue(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
+        self.live().queued -= 1;
+        self.drop_reservation(id, j, last);
+    }
+
+    fn drop_reservation(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
         j.state.send_replace(last);
         let mut l = self.live();
         if l.jobs.get(id).is_some_and(|x| Arc::ptr_eq(x, j)) {
             l.jobs.remove(id);
         }
-        l.queued -= 1;
     }
 
     /// SIGTERM: take nothing new, end the queue, let running jobs finish for the grace

@@ -302,15 +302,44 @@ async fn a_pruned_id_sent_again_is_refused_and_never_runs_twice() {
 
 /// Holds an id as a submission does while it asks the journal about the id.
 fn reserve(jobs: &Jobs, id: &str) -> Arc<LiveJob> {
-    let (tx, _) = watch::channel(JobState::Pending);
-    let j = Arc::new(LiveJob {
-        state: tx,
-        cancel: Cancel::new(),
-    });
-    let mut l = jobs.live();
-    l.jobs.insert(id.to_string(), j.clone());
-    l.queued += 1;
-    j
+    jobs.reserve(id).expect("the id is free")
+}
+
+#[tokio::test]
+async fn submissions_being_checked_are_not_load_and_a_free_runner_takes_a_valid_job() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    // Many submissions at once, each still asking the journal about its id (a finished id
+    // sent again, a bad job whose rejection is being written): the window of each.
+    let held: Vec<_> = (0..6)
+        .map(|i| reserve(&d.jobs, &format!("checking-{i}")))
+        .collect();
+    assert_eq!(d.jobs.load(), (0, 0), "nothing runs or waits yet");
+
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let b = handle(d.jobs.submit(&body("b")).await);
+    assert_eq!(b.state().name(), "queued");
+    assert_eq!(d.jobs.load(), (1, 1));
+    // The slot and the queue are full now: that, and only that, is busy.
+    let c = ended(d.jobs.submit(&body("c")).await);
+    assert_eq!(reason(&c), (Status::Rejected, Some("busy")));
+    assert!(
+        c.message
+            .as_deref()
+            .is_some_and(|m| m.contains("1 running and 1 waiting")),
+        "{c:?}"
+    );
+
+    for (i, j) in held.iter().enumerate() {
+        d.jobs
+            .forget(&format!("checking-{i}"), j, JobState::Pending);
+    }
+    stand.go.add_permits(2);
+    assert_eq!(done(&a).await.status, Status::Ok);
+    assert_eq!(done(&b).await.status, Status::Ok);
+    until("nothing left", || d.jobs.load() == (0, 0)).await;
+    assert_eq!(d.jobs.live().checking, 0);
 }
 
 #[tokio::test]
