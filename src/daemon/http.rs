@@ -73,12 +73,16 @@ fn method_not_allowed(allow: &'static str) -> Response<Body> {
 }
 
 /// The answer to a caller whose peer credentials are not admitted.
+/// The answer to a caller the allow lists do not admit; its connection closes with it.
 pub fn forbidden() -> Response<Body> {
-    error(
+    let mut r = error(
         StatusCode::FORBIDDEN,
         "forbidden",
         "this caller's uid and groups are not in daemon.allow_uids or daemon.allow_gids",
-    )
+    );
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
 }
 
 /// `?wait=1` (also `true`/`yes`).

@@ -230,12 +230,33 @@ pub async fn accept_loop(
 }
 
 async fn serve_connection(stream: UnixStream, jobs: Arc<Jobs>, close: CancellationToken) {
-    let allowed = match peer(&stream) {
-        Ok(p) => {
-            let s = jobs.settings();
-            let ok = admitted(&p, &s.allow_uids, &s.allow_gids);
-            if !ok {
-                jobs.metrics.forbidden();
+    let peer = peer(&stream)
+        .map_err(|e| tracing::warn!(error = %e, "connection refused: no peer credentials"))
+        .ok();
+    serve_peer(stream, peer, jobs, close).await;
+}
+
+/// Serves one connection of this caller. The caller is checked at each request against
+/// the allow lists of that moment: a reload that takes a caller off them turns its open
+/// connections away too, not only its next ones. A refused request is answered 403 and
+/// its connection closed.
+async fn serve_peer<S>(stream: S, peer: Option<Peer>, jobs: Arc<Jobs>, close: CancellationToken)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let header_timeout = jobs.header_timeout;
+    let svc = service_fn(move |req| {
+        let jobs = jobs.clone();
+        let peer = peer.clone();
+        async move {
+            let allowed = peer.as_ref().is_some_and(|p| {
+                let s = jobs.settings();
+                admitted(p, &s.allow_uids, &s.allow_gids)
+            });
+            if allowed {
+                return Ok::<_, Infallible>(http::handle(jobs, req).await);
+            }
+            if let Some(p) = &peer {
                 tracing::warn!(
                     uid = p.uid,
                     gid = p.gid,
@@ -243,30 +264,15 @@ async fn serve_connection(stream: UnixStream, jobs: Arc<Jobs>, close: Cancellati
                     "connection refused: caller not in daemon.allow_uids or daemon.allow_gids"
                 );
             }
-            ok
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "connection refused: no peer credentials");
-            false
-        }
-    };
-    let header_timeout = jobs.header_timeout;
-    let svc = service_fn(move |req| {
-        let jobs = jobs.clone();
-        async move {
-            if allowed {
-                Ok::<_, Infallible>(http::handle(jobs, req).await)
-            } else {
-                jobs.metrics.http(403);
-                Ok(http::forbidden())
-            }
+            jobs.metrics.forbidden();
+            jobs.metrics.http(403);
+            Ok(http::forbidden())
         }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
         .max_buf_size(64 * 1024)
-        .keep_alive(allowed)
         .serve_connection(TokioIo::new(stream), svc);
     tokio::pin!(conn);
     tokio::select! {
@@ -304,6 +310,58 @@ mod tests {
         assert!(admitted(&p(1000, 1000, &[]), &[], &[1000]));
         assert!(admitted(&p(1000, 1000, &[27, 998]), &[], &[998]));
         assert!(!admitted(&p(1000, 1000, &[27]), &[1001], &[998]));
+    }
+
+    #[tokio::test]
+    async fn a_reload_that_takes_a_caller_off_the_allow_list_turns_its_open_connection_away() {
+        use http_body_util::{BodyExt as _, Empty};
+        let tmp = tempfile::tempdir().unwrap();
+        let journal =
+            super::super::journal::Journal::open(&tmp.path().join("journal.sqlite")).unwrap();
+        let (run_id, _) = journal.begin_run(std::process::id()).unwrap();
+        let config = crate::config::Config::parse("[daemon]\nallow_uids = [65533]\n").unwrap();
+        let jobs = Arc::new(Jobs::with_runner(
+            None,
+            Some("no engine here".into()),
+            &config,
+            Arc::new(journal),
+            run_id,
+        ));
+        let (client, server) = UnixStream::pair().unwrap();
+        let caller = p(65533, 65534, &[]);
+        let served = tokio::spawn(serve_peer(
+            server,
+            Some(caller),
+            jobs.clone(),
+            CancellationToken::new(),
+        ));
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(client))
+            .await
+            .unwrap();
+        let conn = tokio::spawn(conn);
+        let get = || {
+            hyper::Request::get("/v1/jobs/nothing-here")
+                .header("host", "localhost")
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap()
+        };
+        let r = sender.send_request(get()).await.unwrap();
+        assert_eq!(r.status(), 404, "an allowed caller is answered");
+        r.into_body().collect().await.unwrap();
+
+        // The reload: the same settings a changed configuration file brings.
+        jobs.settings.write().unwrap().allow_uids.clear();
+        let r = sender.send_request(get()).await.unwrap();
+        assert_eq!(r.status(), 403, "the open connection is checked again");
+        let body = r.into_body().collect().await.unwrap().to_bytes();
+        assert!(String::from_utf8_lossy(&body).contains("\"forbidden\""));
+        // And closed: the server's side ends, and nothing more is sent on it.
+        tokio::time::timeout(Duration::from_secs(5), served)
+            .await
+            .expect("the connection is closed after the 403")
+            .unwrap();
+        assert!(sender.send_request(get()).await.is_err());
+        let _ = conn.await;
     }
 
     #[tokio::test]
