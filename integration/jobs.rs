@@ -474,6 +474,64 @@ fn two_runners_side_by_side_never_share_a_uid() {
     assert_host_clean("itest-uid-");
 }
 
+/// A `run-job` interrupted while its tool runs (a terminal's Ctrl-C, a `kill`, a closed
+/// terminal) kills the job and removes what it made before it ends: its processes, its
+/// cgroups and its folder. It prints the result, `internal` `shutdown`, saying which signal
+/// came. Before, the command died at the signal: the job's processes went with it, and its
+/// cgroups and folder stayed.
+#[test]
+fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
+    use nix::sys::signal::{kill, Signal};
+    use std::io::Write as _;
+    use std::process::Stdio;
+    require_host();
+    let _h = exclusive();
+    for (signal, name) in [
+        (Signal::SIGINT, "SIGINT"),
+        (Signal::SIGTERM, "SIGTERM"),
+        (Signal::SIGHUP, "SIGHUP"),
+    ] {
+        let state = State::new();
+        let id = format!("itest-interrupted-{}", name.to_lowercase());
+        let code = "setInterval(()=>{},1000)";
+        let text = serde_json::to_vec(&job(&id, code, json!({}))).expect("job json");
+        let mut child = runner_in(state.path())
+            .args(["run-job", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the runner");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(&text)
+            .expect("write the job");
+        assert!(
+            wait_for(std::time::Duration::from_secs(60), || {
+                !sandbox_processes(&id).is_empty()
+            }),
+            "the job's tool never ran"
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
+        kill(pid, signal).expect("signal the runner");
+        let out = child.wait_with_output().expect("wait for the runner");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{name}: run-job prints a result and exits 0: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let r = parse_result(&out.stdout);
+        assert_status(&r, "internal", Some("shutdown"));
+        let message = r["message"].as_str().unwrap_or("");
+        assert!(message.contains(&format!("interrupted ({name})")), "{r}");
+        state.assert_clean();
+        assert_host_clean(&id);
+    }
+}
+
 /// A job that ends `integrity` keeps nothing in the input cache, not even its inputs that
 /// did match; a job that runs keeps its inputs there for the next one.
 #[test]

@@ -17,6 +17,9 @@ pub enum Cause {
     /// The runner is stopping; a running job is killed once the grace period of `grace_ms`
     /// is over.
     Shutdown { grace_ms: u64 },
+    /// A `run` or `run-job` command was interrupted by this signal (a terminal's Ctrl-C, a
+    /// `kill`); the job is killed at once and everything it made removed.
+    Interrupted { signal: &'static str },
 }
 
 impl Cause {
@@ -24,7 +27,7 @@ impl Cause {
     pub fn reason(self) -> Reason {
         match self {
             Cause::Requested => Reason::Cancelled,
-            Cause::Shutdown { .. } => Reason::Shutdown,
+            Cause::Shutdown { .. } | Cause::Interrupted { .. } => Reason::Shutdown,
         }
     }
 
@@ -38,6 +41,12 @@ impl Cause {
             ),
             (Cause::Shutdown { .. }, false) => {
                 "the runner was stopped (SIGTERM) before the job started".into()
+            }
+            (Cause::Interrupted { signal }, true) => {
+                format!("the command was interrupted ({signal}) and killed the job")
+            }
+            (Cause::Interrupted { signal }, false) => {
+                format!("the command was interrupted ({signal}) before the job started")
             }
         }
     }
@@ -117,5 +126,9 @@ mod tests {
         assert!(Cause::Requested
             .message(false)
             .contains("before it started"));
+        let int = Cause::Interrupted { signal: "SIGINT" };
+        assert_eq!(int.reason(), Reason::Shutdown);
+        assert!(int.message(true).contains("interrupted (SIGINT)"));
+        assert!(int.message(false).contains("before the job started"));
     }
 }

@@ -1,5 +1,5 @@
 use clap::{Parser, Subcommand};
-use openvibe_skill_runner::cancel::Cancel;
+use openvibe_skill_runner::cancel::{Cancel, Cause};
 use openvibe_skill_runner::cli::skill;
 use openvibe_skill_runner::config::Config;
 use openvibe_skill_runner::engine::Engine;
@@ -104,6 +104,7 @@ fn run(cli: Cli) -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("OPENVIBE_SKILL_RUNNER_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
@@ -125,7 +126,9 @@ fn run(cli: Cli) -> ExitCode {
                 Err(e) => return usage(e),
             };
             let result = match start(config) {
-                Ok(engine) => block_on(async move { engine.run_raw(&text, &Cancel::new()).await }),
+                Ok(engine) => block_on(interruptible(|cancel| async move {
+                    engine.run_raw(&text, &cancel).await
+                })),
                 Err(r) => *r,
             };
             print_json(&result);
@@ -165,7 +168,9 @@ fn run(cli: Cli) -> ExitCode {
                 Err(e) => return usage(e.to_string()),
             };
             let result = match start(config) {
-                Ok(engine) => block_on(async move { engine.run_built(job, &Cancel::new()).await }),
+                Ok(engine) => block_on(interruptible(|cancel| async move {
+                    engine.run_built(job, &cancel).await
+                })),
                 Err(r) => *r,
             };
             if json {
@@ -193,6 +198,64 @@ fn start(config: Config) -> Result<Engine, Box<JobResult>> {
             None,
         ))
     })
+}
+
+/// Runs one job so that SIGINT, SIGTERM or SIGHUP (a terminal's Ctrl-C, a `kill`, a
+/// closed terminal) cancel it instead of ending the command at once: the job is killed,
+/// everything it made (its cgroups, its folder) is removed, and its result, `internal`
+/// `shutdown`, is printed as any other. A second signal changes nothing: the removal goes
+/// on. Without the handlers (they could not be installed) the job runs as before.
+async fn interruptible<F, Fut>(run: F) -> JobResult
+where
+    F: FnOnce(Cancel) -> Fut,
+    Fut: std::future::Future<Output = JobResult>,
+{
+    use tokio::signal::unix::{signal, Signal, SignalKind};
+    fn caught(kind: SignalKind, name: &str) -> Option<Signal> {
+        signal(kind)
+            .map_err(|e| {
+                tracing::warn!(signal = name, error = %e, "cannot catch the signal; it ends the command at once");
+            })
+            .ok()
+    }
+    async fn arrival(s: &mut Option<Signal>) {
+        match s {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+    let cancel = Cancel::new();
+    let mut int = caught(SignalKind::interrupt(), "SIGINT");
+    let mut term = caught(SignalKind::terminate(), "SIGTERM");
+    let mut hup = caught(SignalKind::hangup(), "SIGHUP");
+    let watch = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let signal = tokio::select! {
+                _ = arrival(&mut int) => "SIGINT",
+                _ = arrival(&mut term) => "SIGTERM",
+                _ = arrival(&mut hup) => "SIGHUP",
+            };
+            tracing::warn!(
+                signal,
+                "interrupted: killing the job and removing what it made"
+            );
+            cancel.cancel(Cause::Interrupted { signal });
+            // Later signals are still caught, and change nothing: the removal goes on.
+            loop {
+                tokio::select! {
+                    _ = arrival(&mut int) => {}
+                    _ = arrival(&mut term) => {}
+                    _ = arrival(&mut hup) => {}
+                }
+            }
+        })
+    };
+    let result = run(cancel).await;
+    watch.abort();
+    result
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
