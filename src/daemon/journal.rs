@@ -66,6 +66,14 @@ pub struct Pruned {
     pub finished_ms: i64,
 }
 
+/// An earlier daemon of this state directory, as it recorded itself when it started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EarlierRun {
+    pub pid: u32,
+    /// When it recorded its start (the wall clock, ms): its process was alive then.
+    pub started_ms: i64,
+}
+
 /// What kind of trouble the journal is in, which decides what an operator can do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Trouble {
@@ -400,13 +408,18 @@ impl Journal {
         sync_dir(dir).map_err(|e| io_error("cannot sync the state directory", e))
     }
 
-    /// Records this run; returns its id and the pids of earlier runs (whose job cgroups and
-    /// directories carry those pids in their names).
-    pub fn begin_run(&self, pid: u32) -> Result<(i64, Vec<u32>), JournalError> {
+    /// Records this run; returns its id and the earlier runs (their job cgroups and
+    /// directories carry their pids in their names).
+    pub fn begin_run(&self, pid: u32) -> Result<(i64, Vec<EarlierRun>), JournalError> {
         let conn = self.writable()?;
-        let mut stmt = conn.prepare("SELECT DISTINCT pid FROM runs")?;
+        let mut stmt = conn.prepare("SELECT pid, started_ms FROM runs ORDER BY run_id")?;
         let earlier = stmt
-            .query_map([], |r| r.get::<_, u32>(0))?
+            .query_map([], |r| {
+                Ok(EarlierRun {
+                    pid: r.get(0)?,
+                    started_ms: r.get(1)?,
+                })
+            })?
             .collect::<Result<Vec<_>, _>>()?;
         drop(stmt);
         conn.execute(

@@ -1,12 +1,18 @@
 //! At start: one daemon per state directory, and nothing of an earlier run left behind.
 //!
 //! The engine names each job's cgroup and directory `<job_id>.<pid>.<seq>`, `pid` being
-//! the runner process that ran it. A leftover is removed when that process is an earlier
-//! daemon of this state directory (the journal lists their pids) or is gone (a `run-job`
-//! or a daemon that died): killing through the job's cgroup ends every process of it, and
-//! the job's mounts live in its own mount namespace, which goes with them. A leftover of a
-//! runner process that still lives is another runner's running job and is left alone.
+//! the runner process that ran it. A leftover is removed when that process is gone (a
+//! `run-job` or a daemon that died), is this daemon's pid (recovery runs before this
+//! daemon makes anything, so the name is an earlier process's with the same pid: a
+//! container's daemon is pid 1 at every start), or is still an earlier daemon of this state
+//! directory on its way out (the journal lists their pids and when they started; a process
+//! that has the pid now and started after that daemon recorded its start is another one).
+//! Killing through the job's cgroup ends every process of it, and the job's mounts live in
+//! its own mount namespace, which goes with them. A leftover of any other process that
+//! lives is another runner's running job, or the pid was taken by an unrelated process: it
+//! is left alone, and removed by a later start once that process is gone.
 
+use super::journal::EarlierRun;
 use crate::config::Config;
 use crate::sandbox::cgroup::CgroupHost;
 use std::collections::BTreeSet;
@@ -61,11 +67,40 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-fn is_leftover(name: &str, earlier: &[u32]) -> bool {
-    match owner_pid(name) {
-        Some(pid) if pid == std::process::id() => false,
-        Some(pid) => earlier.contains(&pid) || !alive(pid),
-        None => false,
+/// When the process `pid` started, on the wall clock (ms); none when it is gone or its
+/// `/proc` entry cannot be read.
+fn started_ms(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, which may hold spaces and parentheses: field 3 onwards.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    // SAFETY: sysconf reads a constant of the system.
+    let ticks_per_s = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()
+        .filter(|t| *t > 0)?;
+    // The start is counted on the boot clock; its age, subtracted from the wall clock now.
+    let boot = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    let boot_ms = boot.tv_sec() * 1000 + boot.tv_nsec() / 1_000_000;
+    let start_ms = i64::try_from(start_ticks.saturating_mul(1000) / ticks_per_s).ok()?;
+    Some(super::journal::now_ms() - (boot_ms - start_ms))
+}
+
+/// Whether the job named `name` is a leftover: see the module's comment.
+fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
+    let Some(pid) = owner_pid(name) else {
+        return false;
+    };
+    if pid == std::process::id() || !alive(pid) {
+        return true;
+    }
+    // A live process has the pid: the earlier daemon itself only if it was already alive
+    // when that daemon recorded its start (two live processes never share a pid). A second
+    // of slack for the clocks' rounding still tells a process that took the pid later.
+    match started_ms(pid) {
+        Some(start) => earlier
+            .iter()
+            .any(|run| run.pid == pid && start <= run.started_ms + 1000),
+        None => !alive(pid),
     }
 }
 
@@ -74,7 +109,7 @@ pub fn clean_leftovers(
     cgroups: Option<CgroupHost>,
     config: &Config,
     jobs_dir: &Path,
-    earlier: &[u32],
+    earlier: &[EarlierRun],
 ) -> Result<usize, String> {
     let mut problems = Vec::new();
     let mut removed = 0;
@@ -166,14 +201,43 @@ mod tests {
     }
 
     #[test]
-    fn leftovers_are_of_earlier_or_dead_runners_only() {
+    fn leftovers_are_of_dead_runners_of_this_pid_or_of_earlier_daemons_still_ending() {
         let me = std::process::id();
-        assert!(!is_leftover(&format!("j.{me}.1"), &[me]));
+        // Recovery runs before this daemon made anything: its own pid is an earlier one's.
+        assert!(is_leftover(&format!("j.{me}.1"), &[]));
         assert!(is_leftover("j.4000000.1", &[]), "a pid that cannot exist");
-        let parent = nix::unistd::getppid().as_raw() as u32;
-        assert!(!is_leftover(&format!("j.{parent}.1"), &[]));
-        assert!(is_leftover(&format!("j.{parent}.1"), &[parent]));
         assert!(!is_leftover("not-a-job", &[]));
+
+        // A live process (the test's parent stands for it): another runner's job...
+        let parent = nix::unistd::getppid().as_raw() as u32;
+        let name = format!("j.{parent}.1");
+        assert!(!is_leftover(&name, &[]));
+        // ...unless it is the earlier daemon that recorded its start while it lived...
+        let now = super::super::journal::now_ms();
+        let ending = EarlierRun {
+            pid: parent,
+            started_ms: now,
+        };
+        assert!(is_leftover(&name, &[ending]));
+        // ...and not when the earlier daemon recorded its start before this process began:
+        // the pid was taken again, by a process that may be running its own job.
+        let start = started_ms(parent).expect("the parent's start");
+        let reused = EarlierRun {
+            pid: parent,
+            started_ms: start - 5_000,
+        };
+        assert!(!is_leftover(&name, &[reused]));
+    }
+
+    #[test]
+    fn a_process_start_is_read_on_the_wall_clock() {
+        let now = super::super::journal::now_ms();
+        let mine = started_ms(std::process::id()).expect("this process's start");
+        assert!(
+            mine <= now + 1_000 && mine > now - 3_600_000,
+            "this test process started within the hour: {mine} against {now}"
+        );
+        assert_eq!(started_ms(4_000_000), None);
     }
 
     #[test]
@@ -185,6 +249,8 @@ mod tests {
         std::fs::write(dead.join("skill/tools/a.js"), "x").unwrap();
         let mine = jobs.join(format!("cur.{}.1", std::process::id()));
         std::fs::create_dir_all(&mine).unwrap();
+        let live = jobs.join(format!("other.{}.1", nix::unistd::getppid().as_raw()));
+        std::fs::create_dir_all(&live).unwrap();
         let lock = lock_state_dir(tmp.path()).unwrap();
         assert!(
             lock_state_dir(tmp.path()).is_err(),
@@ -194,6 +260,10 @@ mod tests {
         // No cgroup host is needed for the directories; a failing detection is reported.
         let _ = clean_leftovers(None, &Config::default(), &jobs, &[]);
         assert!(!dead.exists());
-        assert!(mine.exists());
+        assert!(
+            !mine.exists(),
+            "an earlier process's with this daemon's pid"
+        );
+        assert!(live.exists(), "a live runner's job is left alone");
     }
 }

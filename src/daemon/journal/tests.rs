@@ -35,8 +35,11 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
 
     // A restart: "b" never ended.
     let j = Journal::open(&path).unwrap();
+    let before = now_ms();
     let (run2, earlier) = j.begin_run(200).unwrap();
-    assert_eq!(earlier, vec![100]);
+    let pids: Vec<u32> = earlier.iter().map(|r| r.pid).collect();
+    assert_eq!(pids, vec![100]);
+    assert!(earlier[0].started_ms <= before, "{earlier:?}");
     assert!(run2 > run);
     let ended = j.recover(|id, net| restarted(id, net, None)).unwrap();
     assert_eq!(ended, vec!["b".to_string()]);
@@ -54,7 +57,8 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
         .is_empty());
     j.forget_runs_before(run2).unwrap();
     let (_, earlier) = j.begin_run(300).unwrap();
-    assert_eq!(earlier, vec![200]);
+    let pids: Vec<u32> = earlier.iter().map(|r| r.pid).collect();
+    assert_eq!(pids, vec![200]);
     let census = j.census().unwrap();
     assert_eq!(
         census,
