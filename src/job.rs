@@ -12,7 +12,7 @@ use std::collections::HashSet;
 
 mod door;
 mod result;
-pub use door::{admit, job_id_text, parse_job_value, read_head, JobHead, NotAJob, Refusal};
+pub use door::{admit, job_id_text, parse_job_value, read_head, IdText, JobHead, NotAJob, Refusal};
 pub use result::{EgressRecord, JobResult, LookupOutcome, Reason, Status};
 
 /// The one artifact this runner serves.

@@ -5,7 +5,7 @@
 
 use super::journal::{Entry, Pruned};
 use crate::cancel::Cause;
-use crate::job::{self, JobResult, Reason, Rejection, Status, ValidJob};
+use crate::job::{self, IdText, JobResult, Reason, Rejection, Status, ValidJob};
 
 /// How full the runner is when a job arrives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -130,20 +130,19 @@ pub fn ran(r: &JobResult) -> bool {
     ) && r.wall_ms > 0
 }
 
-/// What is wrong with a body's `job_id`, without echoing it. `unreadable` is why the
-/// body's top-level fields could not be read (a key given twice there): then even a
-/// well-formed `job_id` cannot be trusted to be the one the sender meant.
-pub fn bad_job_id(raw: Option<&str>, unreadable: Option<&str>) -> String {
-    // `raw` is the id as written (job::job_id_text): only a string is read into a value.
+/// What is wrong with a body's `job_id` ([`job::job_id_text`]), without echoing it.
+pub fn bad_job_id(raw: IdText) -> String {
+    let raw = match raw {
+        IdText::Twice => {
+            return "job_id is given more than once: which id is meant cannot be known, and \
+                    nothing is recorded under either; send the job again with one job_id"
+                .to_string()
+        }
+        IdText::Missing => None,
+        IdText::Once(text) => Some(text),
+    };
+    // `raw` is the id as written: only a string is read into a value.
     let string = raw.and_then(|r| serde_json::from_str::<String>(r).ok());
-    if string.as_deref().is_some_and(crate::job::valid_job_id) {
-        return format!(
-            "the job's fields cannot be read ({}), so not even its job_id can be trusted \
-             to be the one meant, and nothing is recorded under it; send the job again \
-             with each key once and each field of its kind",
-            unreadable.unwrap_or("they do not form a job")
-        );
-    }
     let what = match (raw.map(str::trim_start), string) {
         (None, _) => "there is no job_id".to_string(),
         (_, Some(s)) => format!(
@@ -338,7 +337,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_bad_job_id_is_named_by_its_kind_never_echoed() {
-        let say = |raw: Option<&str>| bad_job_id(raw, None);
+        let say = |raw: Option<&str>| bad_job_id(raw.map_or(IdText::Missing, IdText::Once));
         assert!(say(None).starts_with("there is no job_id"));
         assert!(say(Some("null")).starts_with("job_id is null"));
         assert!(say(Some("true")).starts_with("job_id is a boolean"));
@@ -352,11 +351,6 @@ pub(crate) mod tests {
             "{bad}"
         );
         assert!(!bad.contains("etc"), "{bad}");
-        let unreadable = bad_job_id(Some("\"ok-id\""), Some("duplicate field `net`"));
-        assert!(
-            unreadable.contains("cannot be read (duplicate"),
-            "{unreadable}"
-        );
-        assert!(!unreadable.contains("ok-id"), "{unreadable}");
+        assert!(bad_job_id(IdText::Twice).starts_with("job_id is given more than once"));
     }
 }

@@ -298,11 +298,7 @@ impl Jobs {
         if id.is_empty() {
             // Nothing can be recorded under no id, so there is no result to give: a 400.
             // Only here is the id read on its own, to say what is wrong with it.
-            let unreadable = door.as_ref().err().map(|r| r.rejection.message.as_str());
-            return Submitted::BadRequest(
-                "bad_job_id",
-                admit::bad_job_id(job::job_id_text(body), unreadable),
-            );
+            return Submitted::BadRequest("bad_job_id", admit::bad_job_id(job::job_id_text(body)));
         }
 
         // Reserve the id, or find the job that holds it.

@@ -55,20 +55,61 @@ pub struct Refusal {
     pub rejection: Rejection,
 }
 
-/// The job's top-level fields as unread text. Unknown fields are skipped here; the typed
-/// parse refuses them.
-#[derive(Deserialize)]
+/// The job's top-level fields as unread text, each as first written. Other keys are
+/// skipped here, and a key given twice is not an error here: the typed parse refuses
+/// both, and the head still has the job's one id to answer under. Only an id given twice
+/// leaves no id to trust.
+#[derive(Default)]
 struct Fields<'a> {
-    #[serde(borrow, default)]
     job_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
+    /// `job_id` is given more than once: which one was meant is unknown.
+    job_id_twice: bool,
     net: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     args: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     limits: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     inputs: Option<&'a RawValue>,
+}
+
+impl<'de> Deserialize<'de> for Fields<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Fields<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<Fields<'de>, A::Error> {
+                let mut fields = Fields::default();
+                // Keys as serde reads them (escapes resolved), as the typed parse does.
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    let slot = match &*key {
+                        "job_id" => &mut fields.job_id,
+                        "net" => &mut fields.net,
+                        "args" => &mut fields.args,
+                        "limits" => &mut fields.limits,
+                        "inputs" => &mut fields.inputs,
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    let value: &'de RawValue = map.next_value()?;
+                    if slot.is_none() {
+                        *slot = Some(value);
+                    } else if key == "job_id" {
+                        fields.job_id_twice = true;
+                    }
+                }
+                Ok(fields)
+            }
+        }
+        d.deserialize_map(Visit)
+    }
 }
 
 #[derive(Deserialize)]
@@ -81,12 +122,15 @@ fn string_in(raw: Option<&RawValue>) -> Option<String> {
     raw.and_then(|r| serde_json::from_str::<String>(r.get()).ok())
 }
 
-/// The text as one JSON object's fields: why it is no job, or the fields (an `Err` when
-/// serde cannot read them: a key given twice, a field of the wrong kind).
-#[allow(clippy::type_complexity)]
-fn read_fields(text: &[u8]) -> Result<Result<Fields<'_>, serde_json::Error>, Box<Refusal>> {
+/// The text as one JSON object's fields, or why it is no job.
+fn read_fields(text: &[u8]) -> Result<Fields<'_>, Box<Refusal>> {
     let raw = object(text)?;
-    Ok(serde_json::from_str::<Fields>(raw.get()))
+    serde_json::from_str::<Fields>(raw.get()).map_err(|e| {
+        Box::new(Refusal {
+            head: Err(NotAJob::NotJson(e.to_string())),
+            rejection: Rejection::invalid(serde_message(&e)),
+        })
+    })
 }
 
 /// The text as one JSON object, checked whole and nothing of it built, or why it is no
@@ -107,25 +151,28 @@ fn object(text: &[u8]) -> Result<&RawValue, Box<Refusal>> {
     Ok(raw)
 }
 
-/// The object's top-level `job_id` exactly as written (`null` included), read alone: the
-/// other fields are skipped, also when one is given twice, and nothing of them is built.
-/// `None` when the text is no JSON object or has no `job_id`. For saying what is wrong
-/// with an id that [`read_head`] left empty.
-pub fn job_id_text(text: &[u8]) -> Option<&str> {
-    fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<&'de RawValue>, D::Error> {
-        Deserialize::deserialize(d).map(Some)
+/// How the object's top-level `job_id` is written, for saying what is wrong with an id
+/// that [`read_head`] left empty.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdText<'a> {
+    /// No `job_id`, or the text is no JSON object.
+    Missing,
+    /// Written once: its text exactly as written (`null` included).
+    Once(&'a str),
+    /// Written more than once.
+    Twice,
+}
+
+/// The object's top-level `job_id` as written: the other fields are skipped, also when one
+/// is given twice, and nothing of them is built.
+pub fn job_id_text(text: &[u8]) -> IdText<'_> {
+    match read_fields(text) {
+        Ok(f) if f.job_id_twice => IdText::Twice,
+        Ok(Fields {
+            job_id: Some(id), ..
+        }) => IdText::Once(id.get()),
+        _ => IdText::Missing,
     }
-    #[derive(Deserialize)]
-    struct IdAlone<'a> {
-        // An Option alone would read `null` as absent.
-        #[serde(borrow, default, deserialize_with = "present")]
-        job_id: Option<&'a RawValue>,
-    }
-    let raw = object(text).ok()?;
-    serde_json::from_str::<IdAlone>(raw.get())
-        .ok()?
-        .job_id
-        .map(RawValue::get)
 }
 
 fn head_of(fields: &Fields) -> JobHead {
@@ -135,7 +182,7 @@ fn head_of(fields: &Fields) -> JobHead {
         .and_then(|a| string_in(a.tool));
     JobHead {
         job_id: string_in(fields.job_id)
-            .filter(|id| valid_job_id(id))
+            .filter(|id| valid_job_id(id) && !fields.job_id_twice)
             .unwrap_or_default(),
         net: string_in(fields.net)
             .and_then(|n| Net::parse(&n))
@@ -144,12 +191,11 @@ fn head_of(fields: &Fields) -> JobHead {
     }
 }
 
-/// What a result for this text echoes. Fields that cannot be read (a key given twice, a
-/// field of the wrong type) are echoed as empty or `deny`: the job is rejected anyway.
+/// What a result for this text echoes. Fields that cannot be read (a field of the wrong
+/// type, an id given twice) are echoed as empty or `deny`: the job is rejected anyway.
 pub fn read_head(text: &[u8]) -> Result<JobHead, NotAJob> {
     match read_fields(text) {
-        Ok(Ok(fields)) => Ok(head_of(&fields)),
-        Ok(Err(_)) => Ok(JobHead::default()),
+        Ok(fields) => Ok(head_of(&fields)),
         Err(refusal) => refusal.head,
     }
 }
@@ -160,15 +206,7 @@ pub fn read_head(text: &[u8]) -> Result<JobHead, NotAJob> {
 /// here; the typed parse refuses duplicate keys (which a JSON value would keep silently,
 /// last one winning) at every level of the job, `args.input` included.
 pub fn admit(text: &[u8], bounds: &Bounds) -> Result<ValidJob, Box<Refusal>> {
-    let fields = match read_fields(text)? {
-        Ok(f) => f,
-        Err(e) => {
-            return Err(Box::new(Refusal {
-                head: Ok(JobHead::default()),
-                rejection: Rejection::invalid(serde_message(&e)),
-            }))
-        }
-    };
+    let fields = read_fields(text)?;
     let head = head_of(&fields);
     let refused = |rejection: Rejection| {
         Box::new(Refusal {

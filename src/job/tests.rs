@@ -323,7 +323,7 @@ fn read_head_never_echoes_a_malformed_id() {
     ] {
         assert_eq!(head(&bad).job_id, "", "{bad}");
     }
-    // A key given twice: nothing is echoed (the job is rejected for it).
+    // The id given twice: none is echoed (the job is rejected for it).
     assert_eq!(
         read_head(br#"{"job_id":"a","job_id":"b"}"#).expect("object"),
         JobHead::default()
@@ -1257,23 +1257,33 @@ fn rejection_messages_carry_no_invisible_characters() {
 
 #[test]
 fn the_job_id_is_read_alone_and_as_written() {
-    use super::job_id_text;
-    assert_eq!(job_id_text(br#"{"job_id": "a b"}"#), Some(r#""a b""#));
-    assert_eq!(job_id_text(br#"{"job_id": null}"#), Some("null"));
-    assert_eq!(job_id_text(br#"{"job_id": 5}"#), Some("5"));
-    assert_eq!(job_id_text(br#"{"job_id": [1, [2]]}"#), Some("[1, [2]]"));
-    assert_eq!(job_id_text(br#"{"class": "function"}"#), None);
+    use super::{job_id_text, IdText};
+    assert_eq!(
+        job_id_text(br#"{"job_id": "a b"}"#),
+        IdText::Once(r#""a b""#)
+    );
+    assert_eq!(job_id_text(br#"{"job_id": null}"#), IdText::Once("null"));
+    assert_eq!(job_id_text(br#"{"job_id": 5}"#), IdText::Once("5"));
+    assert_eq!(
+        job_id_text(br#"{"job_id": [1, [2]]}"#),
+        IdText::Once("[1, [2]]")
+    );
+    assert_eq!(job_id_text(br#"{"class": "function"}"#), IdText::Missing);
     assert_eq!(
         job_id_text(b"[1]"),
-        None,
+        IdText::Missing,
         "an array's first element is no job_id"
     );
-    assert_eq!(job_id_text(b"{"), None);
+    assert_eq!(job_id_text(b"{"), IdText::Missing);
     // Other fields, even given twice, do not hide the id, and are not built.
     let dup = br#"{"job_id": "dup-key-job", "net": "deny", "net": "public"}"#;
-    assert_eq!(job_id_text(dup), Some(r#""dup-key-job""#));
+    assert_eq!(job_id_text(dup), IdText::Once(r#""dup-key-job""#));
+    assert_eq!(
+        job_id_text(br#"{"job_id": "a", "x": 1, "job_id": "b"}"#),
+        IdText::Twice
+    );
     let mut big = br#"{"job_id": 0, "x": ["#.to_vec();
     big.extend(std::iter::repeat_n(&b"0,"[..], 100_000).flatten());
     big.extend(b"0]}");
-    assert_eq!(job_id_text(&big), Some("0"));
+    assert_eq!(job_id_text(&big), IdText::Once("0"));
 }

@@ -121,13 +121,55 @@ fn shapes_serde_would_bend_are_refused_before_the_typed_parse() {
 }
 
 #[test]
-fn a_key_given_twice_is_refused_and_nothing_is_echoed() {
+fn an_id_given_twice_is_refused_and_nothing_is_echoed() {
     let good = String::from_utf8(text(&job())).expect("utf-8");
     let twice = good.replacen('{', r#"{"job_id":"other","#, 1);
     let r = refused(twice.as_bytes());
-    assert_eq!(r.head, Ok(JobHead::default()));
+    assert_eq!(r.head.as_ref().map(|h| h.job_id.as_str()), Ok(""));
     assert_eq!(r.rejection.reason, Reason::InvalidJob);
-    assert_eq!(read_head(twice.as_bytes()), Ok(JobHead::default()));
+    assert_eq!(read_head(twice.as_bytes()), r.head);
+    assert_eq!(super::job_id_text(twice.as_bytes()), super::IdText::Twice);
+    // The same id twice is still two: nothing says the sender meant one.
+    let same = good.replacen('{', r#"{"job_id":"door_1","#, 1);
+    assert_eq!(
+        refused(same.as_bytes()).head.map(|h| h.job_id),
+        Ok(String::new())
+    );
+}
+
+#[test]
+fn another_key_given_twice_is_refused_under_the_jobs_one_id() {
+    let good = String::from_utf8(text(&job())).expect("utf-8");
+    for (key, value) in [
+        ("net", r#""deny""#),
+        ("class", r#""function""#),
+        ("artifact", r#""x""#),
+        ("inputs", "[]"),
+    ] {
+        let twice = good.replacen('{', &format!(r#"{{"{key}":{value},"#), 1);
+        let r = refused(twice.as_bytes());
+        assert_eq!(
+            r.head.as_ref().map(|h| h.job_id.as_str()),
+            Ok("door_1"),
+            "{key}"
+        );
+        assert_eq!(r.rejection.reason, Reason::InvalidJob);
+        assert!(
+            r.rejection
+                .message
+                .contains(&format!("duplicate field `{key}`")),
+            "{key}: {r:?}"
+        );
+        assert_eq!(read_head(twice.as_bytes()), r.head, "{key}");
+    }
+    // A key written with an escape is the same key.
+    let escaped = good.replacen('{', r#"{"n\u0065t":"deny","#, 1);
+    let r = refused(escaped.as_bytes());
+    assert!(
+        r.rejection.message.contains("duplicate field `net`"),
+        "{r:?}"
+    );
+    assert_eq!(r.head.map(|h| h.job_id), Ok("door_1".to_string()));
 }
 
 #[test]
