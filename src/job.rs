@@ -111,10 +111,74 @@ impl Net {
 #[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub wall_ms: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub mem_bytes: Option<u64>,
+}
+
+/// A limit is a JSON number, and JSON has no integer type: it is read by its value, not
+/// its spelling. `1e4` and `10000.0` are 10000; a whole number too large for 64 bits (`1e12`
+/// fits, `1e20` and 99999999999999999999999 do not) reads as `u64::MAX`, above every cap,
+/// so it is `limits_above_cap` as any other number above the cap is. A fraction, a negative
+/// number or anything but a number (or `null`, which is the default) is refused.
+fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    struct Whole;
+    impl<'de> serde::de::Visitor<'de> for Whole {
+        type Value = Option<u64>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a whole number")
+        }
+
+        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<u64>, E> {
+            Ok(Some(v))
+        }
+
+        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<u64>, E> {
+            u64::try_from(v).map(Some).map_err(|_| {
+                E::invalid_value(serde::de::Unexpected::Signed(v), &"a number of at least 0")
+            })
+        }
+
+        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<u64>, E> {
+            if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
+                // `as` saturates: a whole number past 64 bits is u64::MAX.
+                Ok(Some(v as u64))
+            } else {
+                Err(E::invalid_value(
+                    serde::de::Unexpected::Float(v),
+                    &"a whole number of at least 0",
+                ))
+            }
+        }
+
+        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+
+        fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+            Ok(None)
+        }
+    }
+    d.deserialize_any(Whole)
+}
+
+/// A limit's value in a message: a number past 64 bits was read as `u64::MAX`.
+fn limit_shown(v: u64) -> String {
+    if v == u64::MAX {
+        format!("{v} or more")
+    } else {
+        v.to_string()
+    }
 }
 
 /// The bounds a deployment may tune (SPEC.md: "configurable").
@@ -331,7 +395,8 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
     }
     if wall_ms > WALL_MS_CAP {
         return Err(Rejection::above_cap(format!(
-            "limits.wall_ms {wall_ms} is above the cap of {WALL_MS_CAP}"
+            "limits.wall_ms {} is above the cap of {WALL_MS_CAP}",
+            limit_shown(wall_ms)
         )));
     }
     let mem_bytes = job.limits.mem_bytes.unwrap_or(MEM_BYTES_DEFAULT);
@@ -342,7 +407,8 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
     }
     if mem_bytes > MEM_BYTES_CAP {
         return Err(Rejection::above_cap(format!(
-            "limits.mem_bytes {mem_bytes} is above the cap of {MEM_BYTES_CAP}"
+            "limits.mem_bytes {} is above the cap of {MEM_BYTES_CAP}",
+            limit_shown(mem_bytes)
         )));
     }
     let ttl_ms = job.ttl_ms.unwrap_or(TTL_MS_DEFAULT);

@@ -597,7 +597,7 @@ fn wall_ms_edges() {
             .as_str(),
         "limits_above_cap"
     );
-    // Beyond u64: not a number the job can hold.
+    // Beyond u64: above the cap all the same.
     assert_eq!(
         check_text(&serde_json::to_string(&good_job()).expect("json").replacen(
             "\"job_id\"",
@@ -607,7 +607,7 @@ fn wall_ms_edges() {
         .expect_err("u64 overflow")
         .reason
         .as_str(),
-        "invalid_job"
+        "limits_above_cap"
     );
 }
 
@@ -1286,4 +1286,68 @@ fn the_job_id_is_read_alone_and_as_written() {
     big.extend(std::iter::repeat_n(&b"0,"[..], 100_000).flatten());
     big.extend(b"0]}");
     assert_eq!(job_id_text(&big), IdText::Once("0"));
+}
+
+#[test]
+fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
+    let text_with = |limits: &str| {
+        let mut v = good_job();
+        v.as_object_mut().expect("an object").remove("limits");
+        let t = serde_json::to_string(&v).expect("json");
+        t.replacen('{', &format!("{{\"limits\":{limits},"), 1)
+    };
+    let door = |limits: &str| admit(text_with(limits).as_bytes(), &Bounds::default());
+    for (limits, wall, mem) in [
+        (r#"{"wall_ms":1e4}"#, 10_000, MEM_BYTES_DEFAULT),
+        (
+            r#"{"wall_ms":30000.0,"mem_bytes":1.6777216e7}"#,
+            30_000,
+            16_777_216,
+        ),
+        (
+            r#"{"wall_ms":null,"mem_bytes":268435456E0}"#,
+            WALL_MS_DEFAULT,
+            MEM_BYTES_CAP,
+        ),
+    ] {
+        let j = door(limits).unwrap_or_else(|r| panic!("{limits}: {r:?}"));
+        assert_eq!((j.wall_ms, j.mem_bytes), (wall, mem), "{limits}");
+    }
+    for (limits, key) in [
+        (r#"{"wall_ms":1e9}"#, "wall_ms"),
+        (r#"{"wall_ms":30001.0}"#, "wall_ms"),
+        (r#"{"mem_bytes":1e12}"#, "mem_bytes"),
+        (r#"{"mem_bytes":99999999999999999999999}"#, "mem_bytes"),
+        (r#"{"wall_ms":1e300}"#, "wall_ms"),
+    ] {
+        let r = door(limits).expect_err(limits);
+        assert_eq!(
+            r.rejection.reason,
+            Reason::LimitsAboveCap,
+            "{limits}: {r:?}"
+        );
+        assert!(
+            r.rejection.message.contains(&format!("limits.{key}")),
+            "{limits}: {r:?}"
+        );
+        assert_eq!(r.head.map(|h| h.job_id), Ok("job_01JD3".to_string()));
+    }
+    let huge = door(r#"{"mem_bytes":99999999999999999999999}"#).expect_err("above");
+    assert!(
+        huge.rejection
+            .message
+            .contains("18446744073709551615 or more is above the cap"),
+        "the message does not show a number that was not written: {huge:?}"
+    );
+    for limits in [
+        r#"{"wall_ms":1.5}"#,
+        r#"{"wall_ms":-5}"#,
+        r#"{"mem_bytes":-1e3}"#,
+        r#"{"mem_bytes":16777216.5}"#,
+        r#"{"wall_ms":"ten"}"#,
+        r#"{"wall_ms":true}"#,
+    ] {
+        let r = door(limits).expect_err(limits);
+        assert_eq!(r.rejection.reason, Reason::InvalidJob, "{limits}: {r:?}");
+    }
 }
