@@ -55,7 +55,11 @@ pub struct Job {
     pub net: Net,
     #[serde(default)]
     pub limits: Limits,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "whole_number",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub ttl_ms: Option<u64>,
 }
 
@@ -125,7 +129,7 @@ pub struct Limits {
     pub mem_bytes: Option<u64>,
 }
 
-/// A limit is a JSON number, and JSON has no integer type: it is read by its value, not
+/// A limit (or `ttl_ms`) is a JSON number, and JSON has no integer type: it is read by its value, not
 /// its spelling. `1e4` and `10000.0` are 10000; a whole number too large for 64 bits (`1e12`
 /// fits, `1e20` and 99999999999999999999999 do not) reads as `u64::MAX`, above every cap,
 /// so it is `limits_above_cap` as any other number above the cap is. A fraction, a negative
@@ -414,7 +418,8 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
     let ttl_ms = job.ttl_ms.unwrap_or(TTL_MS_DEFAULT);
     if ttl_ms == 0 || ttl_ms > TTL_MS_CAP {
         return Err(Rejection::invalid(format!(
-            "ttl_ms {ttl_ms} is outside 1..={TTL_MS_CAP}"
+            "ttl_ms {} is outside 1..={TTL_MS_CAP}",
+            limit_shown(ttl_ms)
         )));
     }
 

@@ -1350,4 +1350,18 @@ fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
         let r = door(limits).expect_err(limits);
         assert_eq!(r.rejection.reason, Reason::InvalidJob, "{limits}: {r:?}");
     }
+    // ttl_ms is read the same way.
+    let ttl = |t: &str| {
+        let text = text_with("{}").replacen('{', &format!("{{\"ttl_ms\":{t},"), 1);
+        admit(text.as_bytes(), &Bounds::default())
+    };
+    assert_eq!(ttl("6e4").expect("a minute").ttl_ms, 60_000);
+    assert_eq!(
+        ttl("1e30").expect_err("above").rejection.reason,
+        Reason::InvalidJob
+    );
+    assert_eq!(
+        ttl("0.5").expect_err("a fraction").rejection.reason,
+        Reason::InvalidJob
+    );
 }
