@@ -521,14 +521,14 @@ impl Engine {
         let plan = match built {
             Ok(p) => p,
             Err(e) => {
-                let _ = cgroup.remove_blocking().await;
+                remove_unused(cgroup, &job.job_id).await;
                 return self.internal(job, e);
             }
         };
         let plan_bytes = match encode_plan(&plan) {
             Ok(b) => b,
             Err(e) => {
-                let _ = cgroup.remove_blocking().await;
+                remove_unused(cgroup, &job.job_id).await;
                 return self.internal(job, format!("cannot encode the plan: {e}"));
             }
         };
@@ -540,7 +540,7 @@ impl Engine {
             match self.egress.start(&job.job_id, job.net).await {
                 Ok(e) => Some(e),
                 Err(e) => {
-                    let _ = cgroup.remove_blocking().await;
+                    remove_unused(cgroup, &job.job_id).await;
                     return self.internal(job, format!("cannot start the job's egress: {e}"));
                 }
             }
@@ -563,19 +563,18 @@ impl Engine {
             None => Vec::new(),
         };
         let removed = cgroup.remove_blocking().await;
+        if let Err(e) = &removed {
+            tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
+        }
         // A run that failed, or a cgroup that could not be removed, may leave processes of
         // the job running as this uid: it stays taken (dropped, not released).
-        let outcome = match outcome {
-            Ok(o) => o,
-            Err(e) => return self.internal(job, e.to_string()),
-        };
-        match removed {
-            Ok(()) => lease.release(),
-            Err(e) => {
-                tracing::error!(job_id = %job.job_id, error = %e, "job cgroup left behind");
-            }
+        if uid_free_after(&outcome, &removed) {
+            lease.release();
         }
-        self.result_of(job, &outcome, records, None)
+        match outcome {
+            Ok(o) => self.result_of(job, &o, records, None),
+            Err(e) => self.internal(job, e.to_string()),
+        }
     }
 
     /// A job's (or a warm sandbox's) cgroup named `unique`, with the limits the plan gives
@@ -671,11 +670,49 @@ pub fn landlock_summary() -> (i32, Vec<&'static str>) {
     (abi, crate::plan::ruleset::features(abi))
 }
 
+/// Whether a cold job's uid may go to the next job: only once its cgroup is removed (every
+/// process in it killed, and none of the job's runs outside it), after a run that ended, or
+/// one whose init stage never started (nothing ran as the uid). A run that failed after
+/// that may have left processes it could not kill.
+fn uid_free_after(
+    outcome: &Result<supervise::Outcome, supervise::SuperviseError>,
+    removed: &Result<(), crate::sandbox::cgroup::CgroupError>,
+) -> bool {
+    removed.is_ok()
+        && match outcome {
+            Ok(_) | Err(supervise::SuperviseError::Spawn(_)) => true,
+            Err(supervise::SuperviseError::Kill(_)) => false,
+        }
+}
+
+/// Removes the cgroup of a job (or warm sandbox) that failed before anything ran in it;
+/// says so when it cannot.
+pub(crate) async fn remove_unused(cgroup: JobCgroup, job_id: &str) {
+    if let Err(e) = cgroup.remove_blocking().await {
+        tracing::error!(job_id, error = %e, "the cgroup of a job that never started is left behind");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     const SHIPPED: &str = include_str!("../policies/seccomp.json");
+
+    #[test]
+    fn a_cold_jobs_uid_is_free_once_its_cgroup_is_gone_unless_a_kill_failed() {
+        use supervise::{Outcome, SuperviseError};
+        let gone = Ok(());
+        let left = Err(crate::sandbox::cgroup::CgroupError::NoSwapLimit { path: "/x".into() });
+        assert!(uid_free_after(&Ok(Outcome::default()), &gone));
+        // The init stage never started: nothing ran as the uid.
+        let spawn = Err(SuperviseError::Spawn("exec gate: EMFILE".into()));
+        assert!(uid_free_after(&spawn, &gone));
+        assert!(!uid_free_after(&spawn, &left));
+        assert!(!uid_free_after(&Ok(Outcome::default()), &left));
+        let kill = Err(SuperviseError::Kill("EBUSY".into()));
+        assert!(!uid_free_after(&kill, &gone));
+    }
 
     #[test]
     fn the_longest_unique_name_fits_a_cgroup_name() {

@@ -248,14 +248,14 @@ impl Engine {
         let (root_bytes, plan_bytes) = match built {
             Ok(b) => b,
             Err(e) => {
-                let _ = cgroup.remove_blocking().await;
+                super::remove_unused(cgroup, unique).await;
                 return Err(e);
             }
         };
         let started = match supervise::start(self.init.exec_path(), plan_bytes, None, true) {
             Ok(started) => started,
             Err(e) => {
-                let _ = cgroup.remove_blocking().await;
+                super::remove_unused(cgroup, unique).await;
                 return Err(e.to_string());
             }
         };
