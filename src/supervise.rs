@@ -53,6 +53,33 @@ pub enum SuperviseError {
     Kill(String),
 }
 
+/// In a child between fork and exec: dies with `runner`, its parent, from here on, and
+/// goes no further if the runner died already. The parent-death signal is set only now, so
+/// a runner that died between the fork and here would otherwise leave the init stage
+/// running as an orphan, its job set up with nobody to watch it or end it. Once set, the
+/// signal holds through the exec (the init stage is no set-id program).
+fn die_with(runner: libc::pid_t) -> std::io::Result<()> {
+    // SAFETY: prctl and getppid only read and set this process's own attributes.
+    unsafe {
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::getppid() != runner {
+            // Nothing that allocates between fork and exec: the error is an errno, "no
+            // such process", the runner.
+            return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+        }
+    }
+    Ok(())
+}
+
 /// Reads `r` to its end (or until `overflow_at`'s cap is passed), keeping the first `keep`
 /// bytes. Once `drain` is notified it reads only what the pipe holds already and stops:
 /// the tool reported its end, and it wrote everything before that.
@@ -252,6 +279,7 @@ pub fn start(
     drop(gate_end);
     let g = gate_high.as_raw_fd();
     let w = report_w.as_raw_fd();
+    let runner = nix::unistd::getpid().as_raw();
     let mut cmd = tokio::process::Command::new(self_exe);
     cmd.arg("sandbox-init")
         .arg(crate::sandbox::init_exe::BUILD_ID)
@@ -260,10 +288,11 @@ pub fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    // SAFETY: only dup2/fcntl/setpriority, all async-signal-safe, run in the child between
-    // fork and exec; they touch no memory of the parent.
+    // SAFETY: only prctl/getppid/dup2/fcntl/setpriority, all async-signal-safe, run in the
+    // child between fork and exec; they touch no memory of the parent.
     unsafe {
         cmd.pre_exec(move || {
+            die_with(runner)?;
             if w == REPORT_FD {
                 if libc::fcntl(w, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());

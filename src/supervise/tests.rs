@@ -279,3 +279,22 @@ async fn what_remains_of_a_job_ends_at_the_grace_or_its_wall_clock_whichever_com
             .unwrap_or_else(|e| panic!("remove {name}: {e}"));
     }
 }
+
+#[test]
+fn a_child_whose_runner_is_gone_goes_no_further_than_the_fork() {
+    use std::os::unix::process::CommandExt as _;
+    let spawn = |runner: libc::pid_t| {
+        let mut cmd = std::process::Command::new("true");
+        // SAFETY: die_with makes only async-signal-safe calls and does not allocate.
+        unsafe {
+            cmd.pre_exec(move || die_with(runner));
+        }
+        cmd.status()
+    };
+    let me = nix::unistd::getpid().as_raw();
+    assert!(spawn(me).expect("its parent is alive").success());
+    // A parent other than the one it was started by (as after the runner's death, when
+    // the child is handed to a reaper): it never reaches the exec.
+    let e = spawn(me + 1).expect_err("an orphan stops before exec");
+    assert_eq!(e.raw_os_error(), Some(libc::ESRCH), "{e}");
+}
