@@ -328,7 +328,7 @@ impl<W: Warmer> Pool<W> {
             st.generation += 1;
             self.leaving(std::mem::take(&mut st.ready))
         };
-        self.discard_all(drained).await;
+        self.discard_all_now(drained).await;
         self.wake.notify_one();
     }
 
@@ -342,7 +342,7 @@ impl<W: Warmer> Pool<W> {
             self.leaving(std::mem::take(&mut st.ready))
         };
         self.stop.cancel();
-        self.discard_all(drained).await;
+        self.discard_all_now(drained).await;
         let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(task) = task {
             if let Err(e) = task.await {
@@ -362,17 +362,31 @@ impl<W: Warmer> Pool<W> {
         all
     }
 
-    /// Tears down sandboxes [`Self::leaving`] counted.
-    async fn discard_all(&self, all: Vec<W::Sandbox>) {
+    /// Tears down sandboxes [`Self::leaving`] counted, in a task of `teardowns`: shutdown
+    /// waits for it even when whoever started it (a reload) is gone. Its handle, to wait
+    /// for them too.
+    fn discard_all(&self, all: Vec<W::Sandbox>) -> Option<tokio::task::JoinHandle<()>> {
         if all.is_empty() {
-            return;
+            return None;
         }
         let n = all.len();
         self.counters
             .discarded
             .fetch_add(n as u64, Ordering::Relaxed);
-        futures_join(all.into_iter().map(Held::discard)).await;
-        self.counters.stopping.fetch_sub(n, Ordering::SeqCst);
+        let stopping = self.counters.stopping.clone();
+        Some(self.teardowns.spawn(async move {
+            futures_join(all.into_iter().map(Held::discard)).await;
+            stopping.fetch_sub(n, Ordering::SeqCst);
+        }))
+    }
+
+    /// [`Self::discard_all`], waiting for the teardowns.
+    async fn discard_all_now(&self, all: Vec<W::Sandbox>) {
+        if let Some(torn_down) = self.discard_all(all) {
+            if let Err(e) = torn_down.await {
+                tracing::error!(error = %e, "tearing down warm sandboxes failed");
+            }
+        }
     }
 
     /// Takes a ready sandbox of `shape` for a job whose inputs are verified; `None` (a
@@ -404,17 +418,12 @@ impl<W: Warmer> Pool<W> {
             (found, self.leaving(dead))
         };
         if !dead.is_empty() {
-            let n = dead.len();
-            tracing::warn!(dead = n, "warm sandboxes ended while waiting; discarded");
-            self.counters
-                .discarded
-                .fetch_add(n as u64, Ordering::Relaxed);
+            tracing::warn!(
+                dead = dead.len(),
+                "warm sandboxes ended while waiting; discarded"
+            );
             // Torn down beside the job, which does not wait for them; shutdown does.
-            let stopping = self.counters.stopping.clone();
-            self.teardowns.spawn(async move {
-                futures_join(dead.into_iter().map(Held::discard)).await;
-                stopping.fetch_sub(n, Ordering::SeqCst);
-            });
+            let _ = self.discard_all(dead);
         }
         let counter = match found {
             Some(_) => &self.counters.hits,
@@ -455,7 +464,7 @@ impl<W: Warmer> Pool<W> {
                     max_age.saturating_sub(oldest),
                 )
             };
-            self.discard_all(stale_ones).await;
+            self.discard_all_now(stale_ones).await;
             let Some(shape) = next else {
                 self.idle(IDLE_CHECK.min(expiry)).await;
                 continue;
@@ -494,7 +503,7 @@ impl<W: Warmer> Pool<W> {
                 Some(Ok(late)) => {
                     // Made under settings that changed meanwhile.
                     self.counters.made.fetch_add(1, Ordering::Relaxed);
-                    self.discard_all(late).await;
+                    self.discard_all_now(late).await;
                 }
                 Some(Err(e)) => {
                     self.counters.failed.fetch_add(1, Ordering::Relaxed);

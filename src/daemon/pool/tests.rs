@@ -553,6 +553,44 @@ async fn a_drain_shows_its_sandboxes_stopping_until_torn_down() {
 }
 
 #[tokio::test]
+async fn shutdown_waits_for_a_drain_whose_reload_was_stopped() {
+    let pool = two_ready_with_teardowns_held().await;
+    // A configuration change drains the pool; the task of the reload that asked for it
+    // is stopped before the teardowns end (the daemon stops it at its shutdown).
+    let reload = {
+        let pool = pool.clone();
+        let mut changed = settings();
+        changed.revision.push_str(" changed");
+        tokio::spawn(async move { pool.configure(changed).await })
+    };
+    until("both stopping", || pool.info().stopping == 2).await;
+    reload.abort();
+    let _ = reload.await;
+    let stopping = tokio::spawn({
+        let pool = pool.clone();
+        async move { pool.shutdown().await }
+    });
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        assert!(
+            !stopping.is_finished(),
+            "shutdown returned with the drained sandboxes still being torn down"
+        );
+    }
+    pool.warmer.let_teardowns_go();
+    tokio::time::timeout(Duration::from_secs(5), stopping)
+        .await
+        .expect("shutdown within 5 s")
+        .expect("shutdown");
+    assert_eq!(
+        pool.warmer.live.load(Ordering::SeqCst),
+        0,
+        "every sandbox torn down"
+    );
+    assert_eq!(pool.info().stopping, 0);
+}
+
+#[tokio::test]
 async fn a_learned_shape_is_warmed_after_two_misses() {
     let pool = pool_of(FakeWarmer::default(), settings(), 2);
     pool.start();
