@@ -457,12 +457,8 @@ impl Engine {
         cancel: &Cancel,
     ) -> JobResult {
         let unique = self.unique(&job.job_id);
-        let dir = self.jobs_dir.join(&unique);
-        let result = self.run_in(job, files, &dir, &unique, cancel).await;
-        if let Err(e) = remove_job_dir(&dir) {
-            tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
-        }
-        result
+        let dir = JobDir(self.jobs_dir.join(&unique));
+        self.run_in(job, files, &dir.0, &unique, cancel).await
     }
 
     async fn run_in(
@@ -657,6 +653,18 @@ fn unique_name(what: &str, pid: u32, seq: u64) -> String {
 }
 
 /// Removes a job directory whose tree was sealed read-only.
+/// A cold job's directory, removed when the job is done with it: also when its run
+/// unwinds (a panic in the engine), which would skip a removal written after the run.
+struct JobDir(PathBuf);
+
+impl Drop for JobDir {
+    fn drop(&mut self) {
+        if let Err(e) = remove_job_dir(&self.0) {
+            tracing::error!(dir = %self.0.display(), error = %e, "job directory left behind");
+        }
+    }
+}
+
 fn remove_job_dir(dir: &Path) -> std::io::Result<()> {
     match std::fs::remove_dir_all(dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
@@ -712,6 +720,23 @@ mod tests {
         assert!(!uid_free_after(&Ok(Outcome::default()), &left));
         let kill = Err(SuperviseError::Kill("EBUSY".into()));
         assert!(!uid_free_after(&kill, &gone));
+    }
+
+    #[test]
+    fn a_job_directory_goes_when_its_run_unwinds() {
+        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let dir = tmp.path().join("j.1.0");
+        std::fs::create_dir_all(dir.join("root/skill")).expect("the job's folders");
+        let path = dir.clone();
+        let unwound = std::panic::catch_unwind(move || {
+            let _dir = JobDir(path);
+            panic!("a bug in the engine");
+        });
+        assert!(unwound.is_err());
+        assert!(
+            !dir.exists(),
+            "the job's directory is removed on the way out"
+        );
     }
 
     #[test]

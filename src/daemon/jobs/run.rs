@@ -52,7 +52,7 @@ impl Jobs {
                         let r = JobResult::not_run(
                             &id,
                             Reason::Internal,
-                            "the runner failed while running the job; whatever it started was removed",
+                            "the runner failed while running the job (a bug: its log says where); its processes are killed and its cgroup and folder removed",
                             net,
                             self.node(),
                         );
