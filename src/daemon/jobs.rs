@@ -190,6 +190,11 @@ impl Jobs {
         self.health.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The bounds every submitted job is checked against (`runner.max_input_json_bytes`).
+    pub fn bounds(&self) -> &Bounds {
+        &self.bounds
+    }
+
     /// (running, queued)
     pub fn load(&self) -> (usize, usize) {
         let l = self.live();
@@ -427,9 +432,11 @@ impl Jobs {
                                 Some(r) => Submitted::Done(r),
                                 None => Submitted::Internal("the job vanished".into()),
                             },
-                            Ok(None) => {
-                                Submitted::Internal("the first submission of this id failed".into())
-                            }
+                            // Every way a first submission is dropped is the journal's
+                            // (its lookup, its state, a write): so is this answer.
+                            Ok(None) => Submitted::JournalUnavailable(
+                                "the first submission of this id could not be journaled".into(),
+                            ),
                             Err(LookupError::Journal(e)) => Submitted::Internal(e),
                             Err(LookupError::Pruned(msg)) => {
                                 Submitted::Done(Arc::new(JobResult::not_run(

@@ -462,10 +462,8 @@ pub fn info(jobs: &Jobs) -> Info {
             mem_bytes_max: job::MEM_BYTES_CAP,
             ttl_ms_default: job::TTL_MS_DEFAULT,
             ttl_ms_max: job::TTL_MS_CAP,
-            input_json_max_bytes: jobs
-                .engine()
-                .map(|e| e.bounds().max_input_json_bytes)
-                .unwrap_or(job::INPUT_JSON_DEFAULT_CAP),
+            // The bound the daemon's own checks apply, engine or not.
+            input_json_max_bytes: jobs.bounds().max_input_json_bytes,
             inputs_max: job::MAX_INPUTS,
             inputs_max_total_bytes: job::MAX_INPUTS_TOTAL_BYTES,
             js_input_max_bytes: job::MAX_JS_BYTES,

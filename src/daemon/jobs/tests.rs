@@ -557,3 +557,47 @@ async fn without_an_engine_a_job_ends_runner_unavailable_and_says_why() {
         .as_deref()
         .is_some_and(|m| m.contains("no engine here")));
 }
+
+#[tokio::test]
+async fn info_shows_the_input_bound_the_jobs_are_checked_against_engine_or_not() {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let journal = Journal::open(&dir.path().join(journal::FILE_NAME)).expect("a journal");
+    let (run_id, _) = journal.begin_run(std::process::id()).expect("a run");
+    let config = Config::parse("[runner]\nmax_input_json_bytes = 1000\n").expect("config");
+    // No engine (it did not start on this host): the daemon still checks every job.
+    let jobs = Jobs::with_runner(
+        None,
+        Some("no engine".into()),
+        &config,
+        Arc::new(journal),
+        run_id,
+    );
+    let info = serde_json::to_value(crate::daemon::info(&jobs)).expect("json");
+    assert_eq!(info["caps"]["input_json_max_bytes"], 1000, "{info}");
+    assert_eq!(jobs.bounds().max_input_json_bytes, 1000);
+}
+
+#[tokio::test]
+async fn a_second_submission_whose_first_was_dropped_is_told_to_come_again() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    // The first submission holds the id, then is dropped (its journal write failed).
+    let first = reserve(&d.jobs, "twice");
+    let second = tokio::spawn({
+        let jobs = d.jobs.clone();
+        async move { jobs.submit(&body("twice")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!second.is_finished(), "the second waits for the first");
+    d.jobs.forget("twice", &first, JobState::Pending);
+    drop(first);
+    match tokio::time::timeout(Duration::from_secs(5), second)
+        .await
+        .expect("answered within 5 s")
+        .expect("the submission")
+    {
+        Submitted::JournalUnavailable(m) => assert!(m.contains("could not be journaled"), "{m}"),
+        _ => panic!("expected a 503 journal_unavailable, to send the job again"),
+    }
+    assert_eq!(stand.runs(), 0);
+}
