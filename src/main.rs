@@ -218,13 +218,14 @@ where
             })
             .ok()
     }
+    /// The next arrival of `s`; never, when it is not caught (or its stream has ended).
     async fn arrival(s: &mut Option<Signal>) {
-        match s {
-            Some(s) => {
-                s.recv().await;
+        if let Some(s) = s {
+            if s.recv().await.is_some() {
+                return;
             }
-            None => std::future::pending().await,
         }
+        std::future::pending().await
     }
     let cancel = Cancel::new();
     let mut int = caught(SignalKind::interrupt(), "SIGINT");
