@@ -554,7 +554,10 @@ fn the_daemon_runs_jobs_over_its_socket() {
     // Submitted without waiting, then polled.
     let (code, env) = d.post(&job("dtest-run-one", ONE, 5000));
     assert_eq!(code, 202, "{env}");
-    assert_eq!(env, json!({"job_id": "dtest-run-one", "state": "queued"}));
+    assert_eq!(
+        env,
+        json!({"job_id": "dtest-run-one", "state": "queued", "result": null})
+    );
     let done = d.wait_state("dtest-run-one", "done");
     assert_status(&done["result"], "ok", None);
     assert_eq!(done["result"]["output"], 1);

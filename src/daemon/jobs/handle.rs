@@ -32,7 +32,7 @@ impl JobState {
 pub struct Envelope {
     pub job_id: String,
     pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// `null` until the job is done: SPEC's envelope has the key in every state.
     pub result: Option<Arc<JobResult>>,
 }
 

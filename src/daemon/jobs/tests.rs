@@ -601,3 +601,27 @@ async fn a_second_submission_whose_first_was_dropped_is_told_to_come_again() {
     }
     assert_eq!(stand.runs(), 0);
 }
+
+#[test]
+fn the_envelope_has_specs_three_keys_in_every_state() {
+    let queued = serde_json::to_value(Envelope::of("a", &JobState::Queued)).expect("json");
+    assert_eq!(
+        queued,
+        json!({"job_id": "a", "state": "queued", "result": null})
+    );
+    let running = serde_json::to_value(Envelope::of("a", &JobState::Running)).expect("json");
+    assert_eq!(running["result"], serde_json::Value::Null);
+    assert!(running
+        .as_object()
+        .is_some_and(|o| o.contains_key("result")));
+    let r = Arc::new(JobResult::not_run(
+        "a",
+        Reason::Cancelled,
+        "",
+        crate::job::Net::Deny,
+        None,
+    ));
+    let done = serde_json::to_value(Envelope::done(r)).expect("json");
+    assert_eq!(done["state"], "done");
+    assert_eq!(done["result"]["status"], "cancelled");
+}
