@@ -391,6 +391,27 @@ impl Config {
         )
         .or_else(|| self.hooks_problem())
         .or_else(|| self.daemon.warm.problem())
+        .or_else(|| self.input_bound_problem())
+    }
+
+    /// `runner.max_input_json_bytes` outside what a job can carry.
+    fn input_bound_problem(&self) -> Option<String> {
+        use crate::job::{INPUT_JSON_MAX_CAP, MAX_JOB_TEXT_BYTES};
+        let bound = self.runner.max_input_json_bytes;
+        if bound == 0 {
+            return Some(
+                "runner.max_input_json_bytes: 0 refuses every job (even an input of null); \
+                 leave it out for the default 262144"
+                    .to_string(),
+            );
+        }
+        (bound > INPUT_JSON_MAX_CAP).then(|| {
+            format!(
+                "runner.max_input_json_bytes: {bound} is above {INPUT_JSON_MAX_CAP}: a job's whole \
+                 text (its inputs as base64 included) is at most {MAX_JOB_TEXT_BYTES} bytes, so \
+                 a larger input could never arrive; use at most {INPUT_JSON_MAX_CAP}"
+            )
+        })
     }
 
     /// A test hook set in a build that does not honour it (`fault::hooks_problem`).
@@ -434,6 +455,31 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_input_bound_no_job_could_reach_is_refused_with_the_largest_that_works() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("config.toml");
+        let load = |bound: usize| {
+            std::fs::write(&path, format!("[runner]\nmax_input_json_bytes = {bound}\n"))
+                .expect("write the configuration");
+            Config::load(Some(&path))
+        };
+        let max = crate::job::INPUT_JSON_MAX_CAP;
+        assert_eq!(
+            load(max).expect("the largest").runner.max_input_json_bytes,
+            max
+        );
+        let e = load(max + 1).expect_err("above").to_string();
+        assert!(
+            e.contains("runner.max_input_json_bytes") && e.contains(&format!("at most {max}")),
+            "{e}"
+        );
+        assert!(load(0)
+            .expect_err("zero")
+            .to_string()
+            .contains("refuses every job"));
+    }
 
     #[test]
     fn dns_servers_are_addresses_from_the_moment_the_file_is_read() {

@@ -29,6 +29,12 @@ pub const TTL_MS_DEFAULT: u64 = 120_000;
 /// The runner's own bound on `ttl_ms`: a day. SPEC.md sets no cap; a longer one is a typo.
 pub const TTL_MS_CAP: u64 = 86_400_000;
 pub const INPUT_JSON_DEFAULT_CAP: usize = 256 * 1024;
+/// The largest a job's whole text may be, read by `run-job` or as the daemon's request body.
+pub const MAX_JOB_TEXT_BYTES: usize = 8 * 1024 * 1024;
+/// The largest `runner.max_input_json_bytes` may be set to: an input of that size, 1 MiB
+/// of inputs as base64 (1.4 MiB) and the rest of the job still fit in
+/// [`MAX_JOB_TEXT_BYTES`], so a job under the bound can always be sent.
+pub const INPUT_JSON_MAX_CAP: usize = 4 * 1024 * 1024;
 pub const MAX_INPUTS: usize = 64;
 pub const MAX_INPUTS_TOTAL_BYTES: usize = 1024 * 1024;
 pub const MAX_JS_BYTES: usize = 64 * 1024;

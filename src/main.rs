@@ -279,7 +279,7 @@ fn usage(message: String) -> ExitCode {
 
 fn read_job(file: &str) -> Result<Vec<u8>, String> {
     // A job is at most a few MiB (1 MiB of inputs, base64, plus the input JSON).
-    const MAX_JOB_BYTES: u64 = 8 * 1024 * 1024;
+    const MAX_JOB_BYTES: u64 = openvibe_skill_runner::job::MAX_JOB_TEXT_BYTES as u64;
     let mut buf = Vec::new();
     let r = if file == "-" {
         std::io::stdin()

@@ -6,7 +6,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// The largest request body: a job carries at most 1 MiB of inputs (base64) and a 256 KiB
 /// input by default, so 8 MiB leaves room for a configured larger input.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub const MAX_BODY_BYTES: usize = crate::job::MAX_JOB_TEXT_BYTES;
 /// How many bytes of job bodies the daemon holds at once, over every connection: eight of
 /// the largest (a job's body is usually a few KiB). Without it, each of up to 512
 /// connections could bring `MAX_BODY_BYTES` at the same time (4 GiB).
