@@ -395,7 +395,7 @@ impl Config {
     }
 
     /// `runner.max_input_json_bytes` outside what a job can carry.
-    fn input_bound_problem(&self) -> Option<String> {
+    pub fn input_bound_problem(&self) -> Option<String> {
         use crate::job::{INPUT_JSON_MAX_CAP, MAX_JOB_TEXT_BYTES};
         let bound = self.runner.max_input_json_bytes;
         if bound == 0 {

@@ -56,7 +56,13 @@ fn load_config(path: &Path) -> Result<Config, String> {
             let config = Config::parse(&text)
                 .map_err(|e| format!("configuration {}: {e}", path.display()))?;
             // The pool's settings apply on reload too: a bad value keeps the previous ones.
-            match config.daemon.warm.problem() {
+            // The input bound applies at the start (a restart to change).
+            match config
+                .daemon
+                .warm
+                .problem()
+                .or_else(|| config.input_bound_problem())
+            {
                 Some(p) => Err(format!("configuration {}: {p}", path.display())),
                 None => Ok(config),
             }
@@ -487,5 +493,27 @@ pub fn info(jobs: &Jobs) -> Info {
             landlock_features: features,
             cgroup: jobs.engine().map(|e| e.cgroups().version().to_string()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_daemon_refuses_a_configuration_whose_input_bound_no_job_could_reach() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("config.toml");
+        let bound = crate::job::INPUT_JSON_MAX_CAP + 1;
+        std::fs::write(&path, format!("[runner]\nmax_input_json_bytes = {bound}\n"))
+            .expect("write the configuration");
+        let e = super::load_config(&path).expect_err("refused");
+        assert!(e.contains("runner.max_input_json_bytes"), "{e}");
+        std::fs::write(&path, "[runner]\nmax_input_json_bytes = 1000\n").expect("write");
+        assert_eq!(
+            super::load_config(&path)
+                .expect("a usable bound")
+                .runner
+                .max_input_json_bytes,
+            1000
+        );
     }
 }
