@@ -193,18 +193,11 @@ impl State {
         self.dir.path()
     }
 
-    /// Runs `run-job` on a job given as JSON text; returns the result.
-    pub fn run_job_text(&self, text: &[u8]) -> Value {
-        self.run_job_configured(text, None)
-    }
-
-    /// Runs `run-job` with a configuration file of the given text.
-    pub fn run_job_configured(&self, text: &[u8], config: Option<&str>) -> Value {
-        let path = self.path().join("config.toml");
-        std::fs::write(&path, hermetic(config.unwrap_or(""))).expect("write the configuration");
+    /// Starts `run-job` in this state directory and writes it the job (its stdin then
+    /// closed); stdout and stderr are piped.
+    pub fn start_run_job(&self, text: &[u8]) -> std::process::Child {
         let mut child = runner_in(self.path())
-            .arg("run-job")
-            .arg("-")
+            .args(["run-job", "-"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -216,7 +209,22 @@ impl State {
             .expect("stdin")
             .write_all(text)
             .expect("write the job");
-        let out = child.wait_with_output().expect("wait for the runner");
+        child
+    }
+
+    /// Runs `run-job` on a job given as JSON text; returns the result.
+    pub fn run_job_text(&self, text: &[u8]) -> Value {
+        self.run_job_configured(text, None)
+    }
+
+    /// Runs `run-job` with a configuration file of the given text.
+    pub fn run_job_configured(&self, text: &[u8], config: Option<&str>) -> Value {
+        let path = self.path().join("config.toml");
+        std::fs::write(&path, hermetic(config.unwrap_or(""))).expect("write the configuration");
+        let out = self
+            .start_run_job(text)
+            .wait_with_output()
+            .expect("wait for the runner");
         assert_eq!(
             out.status.code(),
             Some(0),

@@ -482,8 +482,6 @@ fn two_runners_side_by_side_never_share_a_uid() {
 #[test]
 fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
     use nix::sys::signal::{kill, Signal};
-    use std::io::Write as _;
-    use std::process::Stdio;
     require_host();
     let _h = exclusive();
     for (signal, name) in [
@@ -495,19 +493,7 @@ fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
         let id = format!("itest-interrupted-{}", name.to_lowercase());
         let code = "setInterval(()=>{},1000)";
         let text = serde_json::to_vec(&job(&id, code, json!({}))).expect("job json");
-        let mut child = runner_in(state.path())
-            .args(["run-job", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start the runner");
-        child
-            .stdin
-            .take()
-            .expect("stdin")
-            .write_all(&text)
-            .expect("write the job");
+        let child = state.start_run_job(&text);
         assert!(
             wait_for(std::time::Duration::from_secs(60), || {
                 !sandbox_processes(&id).is_empty()

@@ -569,4 +569,4 @@ mod handle;
 mod health;
 mod run;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -315,18 +315,9 @@ mod tests {
     #[tokio::test]
     async fn a_reload_that_takes_a_caller_off_the_allow_list_turns_its_open_connection_away() {
         use http_body_util::{BodyExt as _, Empty};
-        let tmp = tempfile::tempdir().unwrap();
-        let journal =
-            super::super::journal::Journal::open(&tmp.path().join("journal.sqlite")).unwrap();
-        let (run_id, _) = journal.begin_run(std::process::id()).unwrap();
         let config = crate::config::Config::parse("[daemon]\nallow_uids = [65533]\n").unwrap();
-        let jobs = Arc::new(Jobs::with_runner(
-            None,
-            Some("no engine here".into()),
-            &config,
-            Arc::new(journal),
-            run_id,
-        ));
+        let d = super::super::jobs::tests::jobs_under(None, &config);
+        let jobs = d.jobs.clone();
         let (client, server) = UnixStream::pair().unwrap();
         let caller = p(65533, 65534, &[]);
         let served = tokio::spawn(serve_peer(

@@ -97,25 +97,21 @@ impl JobRunner for Stand {
     }
 }
 
-struct Daemon {
-    jobs: Arc<Jobs>,
+pub(crate) struct Daemon {
+    pub(crate) jobs: Arc<Jobs>,
     _dir: tempfile::TempDir,
 }
 
-fn daemon(runner: Option<Arc<Stand>>, extra: &str) -> Daemon {
+/// The daemon's jobs under `config`, with a real journal in a temporary folder (kept as
+/// long as the result) and `runner` (none: the engine did not start).
+pub(crate) fn jobs_under(runner: Option<Arc<dyn JobRunner>>, config: &Config) -> Daemon {
     let dir = tempfile::tempdir().expect("a temporary folder");
     let journal = Journal::open(&dir.path().join(journal::FILE_NAME)).expect("a journal");
     let (run_id, _) = journal.begin_run(std::process::id()).expect("a run");
-    let config = Config::parse(&format!(
-        "[worker]\nfunctions = [\"{ARTIFACT}\"]\n[runner]\nmax_jobs = 1\nqueue_len = 1\n\
-         [daemon]\nshutdown_grace_ms = 100\n{extra}"
-    ))
-    .expect("the test configuration");
-    let runner = runner.map(|r| r as Arc<dyn JobRunner>);
     let jobs = Jobs::with_runner(
         runner,
         Some("no engine here".into()),
-        &config,
+        config,
         Arc::new(journal),
         run_id,
     );
@@ -123,6 +119,15 @@ fn daemon(runner: Option<Arc<Stand>>, extra: &str) -> Daemon {
         jobs: Arc::new(jobs),
         _dir: dir,
     }
+}
+
+fn daemon(runner: Option<Arc<Stand>>, extra: &str) -> Daemon {
+    let config = Config::parse(&format!(
+        "[worker]\nfunctions = [\"{ARTIFACT}\"]\n[runner]\nmax_jobs = 1\nqueue_len = 1\n\
+         [daemon]\nshutdown_grace_ms = 100\n{extra}"
+    ))
+    .expect("the test configuration");
+    jobs_under(runner.map(|r| r as Arc<dyn JobRunner>), &config)
 }
 
 fn handle(s: Submitted) -> Arc<JobHandle> {
@@ -560,19 +565,11 @@ async fn without_an_engine_a_job_ends_runner_unavailable_and_says_why() {
 
 #[tokio::test]
 async fn info_shows_the_input_bound_the_jobs_are_checked_against_engine_or_not() {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let journal = Journal::open(&dir.path().join(journal::FILE_NAME)).expect("a journal");
-    let (run_id, _) = journal.begin_run(std::process::id()).expect("a run");
     let config = Config::parse("[runner]\nmax_input_json_bytes = 1000\n").expect("config");
     // No engine (it did not start on this host): the daemon still checks every job.
-    let jobs = Jobs::with_runner(
-        None,
-        Some("no engine".into()),
-        &config,
-        Arc::new(journal),
-        run_id,
-    );
-    let info = serde_json::to_value(crate::daemon::info(&jobs)).expect("json");
+    let d = jobs_under(None, &config);
+    let jobs = &d.jobs;
+    let info = serde_json::to_value(crate::daemon::info(jobs)).expect("json");
     assert_eq!(info["caps"]["input_json_max_bytes"], 1000, "{info}");
     assert_eq!(jobs.bounds().max_input_json_bytes, 1000);
 }

@@ -507,11 +507,16 @@ async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
         "{:?}",
         pool.info()
     );
+    shutdown_waits_for_the_held_teardowns(&pool).await;
+}
+
+/// Shuts `pool` down while its warmer holds the teardowns: the shutdown is not over until
+/// they are let go, and then every sandbox is torn down.
+async fn shutdown_waits_for_the_held_teardowns(pool: &Arc<Pool<FakeWarmer>>) {
     let stopping = tokio::spawn({
         let pool = pool.clone();
         async move { pool.shutdown().await }
     });
-    // The teardowns are held: the shutdown is not over, whatever else it has done.
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_millis(5)).await;
         assert!(
@@ -524,7 +529,11 @@ async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
         .await
         .expect("shutdown within 5 s")
         .expect("shutdown");
-    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        pool.warmer.live.load(Ordering::SeqCst),
+        0,
+        "every sandbox torn down"
+    );
     assert_eq!(pool.info().stopping, 0);
 }
 
@@ -566,28 +575,7 @@ async fn shutdown_waits_for_a_drain_whose_reload_was_stopped() {
     until("both stopping", || pool.info().stopping == 2).await;
     reload.abort();
     let _ = reload.await;
-    let stopping = tokio::spawn({
-        let pool = pool.clone();
-        async move { pool.shutdown().await }
-    });
-    for _ in 0..20 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-        assert!(
-            !stopping.is_finished(),
-            "shutdown returned with the drained sandboxes still being torn down"
-        );
-    }
-    pool.warmer.let_teardowns_go();
-    tokio::time::timeout(Duration::from_secs(5), stopping)
-        .await
-        .expect("shutdown within 5 s")
-        .expect("shutdown");
-    assert_eq!(
-        pool.warmer.live.load(Ordering::SeqCst),
-        0,
-        "every sandbox torn down"
-    );
-    assert_eq!(pool.info().stopping, 0);
+    shutdown_waits_for_the_held_teardowns(&pool).await;
 }
 
 #[tokio::test]
