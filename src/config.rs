@@ -202,6 +202,17 @@ impl Default for WarmConfig {
 }
 
 impl WarmConfig {
+    /// The text as a configuration the runner can use: it parses and has no
+    /// [`Config::problem`]. The CLI, the daemon (at its start and on reload) and `skills`
+    /// all judge a file by this one test.
+    pub fn usable(text: &str) -> Result<Config, String> {
+        let config = Config::parse(text).map_err(|e| e.to_string())?;
+        match config.problem() {
+            Some(problem) => Err(problem),
+            None => Ok(config),
+        }
+    }
+
     /// A value that parses but cannot be used, named with what to change.
     pub fn problem(&self) -> Option<String> {
         use crate::job::{MEM_BYTES_CAP, MEM_BYTES_MIN};
@@ -361,14 +372,8 @@ impl Config {
             None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let config = Config::parse(&text)
-                    .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display()))?;
-                if let Some(problem) = config.problem() {
-                    anyhow::bail!("configuration {}: {problem}", path.display());
-                }
-                Ok(config)
-            }
+            Ok(text) => Config::usable(&text)
+                .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
                 Ok(Config::default())
             }
@@ -381,6 +386,17 @@ impl Config {
 
     pub fn parse(text: &str) -> Result<Config, toml::de::Error> {
         toml::from_str(text)
+    }
+
+    /// The text as a configuration the runner can use: it parses and has no
+    /// [`Config::problem`]. The CLI, the daemon (at its start and on reload) and `skills`
+    /// all judge a file by this one test.
+    pub fn usable(text: &str) -> Result<Config, String> {
+        let config = Config::parse(text).map_err(|e| e.to_string())?;
+        match config.problem() {
+            Some(problem) => Err(problem),
+            None => Ok(config),
+        }
     }
 
     /// A value that parses but cannot be used, named with what to change.

@@ -52,20 +52,11 @@ const CHECK_STATE_EVERY: Duration = Duration::from_secs(1);
 /// daemon can start before `skills on` writes it.
 fn load_config(path: &Path) -> Result<Config, String> {
     match std::fs::read_to_string(path) {
+        // The same test as the CLI's (the uid range, the test hooks, the pool, the input
+        // bound): a bad file stops the start, and on reload keeps the previous
+        // configuration, instead of a daemon whose engine then refuses every job.
         Ok(text) => {
-            let config = Config::parse(&text)
-                .map_err(|e| format!("configuration {}: {e}", path.display()))?;
-            // The pool's settings apply on reload too: a bad value keeps the previous ones.
-            // The input bound applies at the start (a restart to change).
-            match config
-                .daemon
-                .warm
-                .problem()
-                .or_else(|| config.input_bound_problem())
-            {
-                Some(p) => Err(format!("configuration {}: {p}", path.display())),
-                None => Ok(config),
-            }
+            Config::usable(&text).map_err(|e| format!("configuration {}: {e}", path.display()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
         Err(e) => Err(format!(
@@ -498,6 +489,30 @@ pub fn info(jobs: &Jobs) -> Info {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_daemon_refuses_what_the_cli_refuses_before_its_engine_starts() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let path = dir.path().join("config.toml");
+        std::fs::write(&path, "[runner]\nsandbox_uid_count = 0\n").expect("write");
+        let e = super::load_config(&path).expect_err("refused");
+        assert!(e.contains("sandbox_uid_count is 0"), "{e}");
+        std::fs::write(
+            &path,
+            "[runner]\nsandbox_uid_base = 2147483000\nsandbox_uid_count = 1000\n",
+        )
+        .expect("write");
+        let e = super::load_config(&path).expect_err("refused");
+        assert!(e.contains(&path.display().to_string()), "{e}");
+        std::fs::write(&path, "[runner]\nsandbox_uid_count = 1000\n").expect("write");
+        assert_eq!(
+            super::load_config(&path)
+                .expect("a usable range")
+                .runner
+                .sandbox_uid_count,
+            1000
+        );
+    }
+
     #[test]
     fn the_daemon_refuses_a_configuration_whose_input_bound_no_job_could_reach() {
         let dir = tempfile::tempdir().expect("a temporary folder");

@@ -46,11 +46,11 @@ pub fn status(path: &Path) -> Result<bool, SkillsError> {
     match read(path)? {
         None => Ok(false),
         Some(text) => {
-            Config::parse(&text)
+            Config::usable(&text)
                 .map(|c| c.skills_on())
-                .map_err(|e| SkillsError::Invalid {
+                .map_err(|err| SkillsError::Invalid {
                     path: path.display().to_string(),
-                    err: e.to_string(),
+                    err,
                 })
         }
     }
@@ -74,10 +74,10 @@ pub fn set(path: &Path, on: bool) -> Result<bool, SkillsError> {
             what,
         },
     })?;
-    if let Err(e) = Config::parse(&new) {
+    if let Err(err) = Config::usable(&new) {
         return Err(SkillsError::Invalid {
             path: path.display().to_string(),
-            err: e.to_string(),
+            err,
         });
     }
     if path.exists() && new == text {
@@ -343,6 +343,21 @@ mod tests {
             std::fs::read_to_string(&path).unwrap(),
             "[runner]\npid_max = 3\n"
         );
+    }
+
+    #[test]
+    fn a_file_the_daemon_would_refuse_is_not_turned_on() {
+        // It parses, but its uid range is empty: the daemon keeps its previous
+        // configuration, so `skills on` must not say `on`.
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        let text = "[runner]\nsandbox_uid_count = 0\n";
+        std::fs::write(&path, text).unwrap();
+        let e = set(&path, true).expect_err("refused");
+        assert!(e.to_string().contains("sandbox_uid_count is 0"), "{e}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "left alone");
+        let e = status(&path).expect_err("no status from an unusable file");
+        assert!(e.to_string().contains("fix the file first"), "{e}");
     }
 
     #[test]
