@@ -129,6 +129,64 @@ fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
     assert_host_clean("itest-clock-userns");
 }
 
+/// The capabilities the packaged unit leaves the daemon (`CapabilityBoundingSet=` of
+/// packaging/openvibe-skill-runner.service), as `setpriv --bounding-set` takes them.
+fn the_units_bounding_set() -> String {
+    let unit = std::fs::read_to_string(repo().join("packaging/openvibe-skill-runner.service"))
+        .expect("the packaged unit");
+    let caps: Vec<String> = unit
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("CapabilityBoundingSet="))
+        .flat_map(str::split_whitespace)
+        .map(|c| {
+            let name = c.strip_prefix("CAP_").expect("a capability named CAP_*");
+            format!("+{}", name.to_ascii_lowercase())
+        })
+        .collect();
+    assert!(caps.len() >= 5, "the unit's bounding set: {caps:?}");
+    format!("-all,{}", caps.join(","))
+}
+
+/// A runner with only the capabilities the packaged unit leaves it runs jobs, cold and
+/// handed to a warm sandbox (the test hook `runner.warm_every_job` ends a job `internal`
+/// when the hand-over fails rather than running it cold). The unit once lacked
+/// CAP_SYS_NICE: every warm hand-over failed setting the job's priority back, and each
+/// daemon job quietly ran cold after a wasted warm-up.
+#[test]
+fn the_packaged_units_capabilities_run_jobs_warm_and_cold() {
+    require_host();
+    let _h = exclusive();
+    let bounding = the_units_bounding_set();
+    for warm in [false, true] {
+        let state = State::new();
+        std::fs::write(
+            state.path().join("config.toml"),
+            hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
+        )
+        .expect("the configuration");
+        let under_unit = || runner_under(&["setpriv", "--bounding-set", &bounding], state.path());
+        let doctor = under_unit()
+            .arg("doctor")
+            .output()
+            .expect("run setpriv (util-linux)");
+        assert_eq!(
+            doctor.status.code(),
+            Some(0),
+            "doctor under the unit's capabilities: {}{}",
+            String::from_utf8_lossy(&doctor.stdout),
+            String::from_utf8_lossy(&doctor.stderr)
+        );
+        let id = format!("itest-unit-caps-{}", if warm { "warm" } else { "cold" });
+        let text = serde_json::to_vec(&job(&id, ECHO, json!({"n": 1}))).expect("json");
+        let out = feed(under_unit().args(["run-job", "-"]), &text);
+        let r = parse_result(&out.stdout);
+        assert_status(&r, "ok", None);
+        assert_eq!(r["output"], json!({"got": {"n": 1}}), "warm: {warm}");
+        state.assert_clean();
+        assert_host_clean(&id);
+    }
+}
+
 /// The nice value of every thread of every process below `root` (not `root` itself), by
 /// pid: the job's init stage, pid 1 and Node's threads under a runner.
 fn nice_below(root: u32) -> Vec<(u32, String)> {

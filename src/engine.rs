@@ -340,7 +340,7 @@ impl Engine {
     /// Runs one valid job, in a warm sandbox from `warm` when one of its shape is there
     /// (taken only once its inputs are verified), cold otherwise. A warm sandbox that
     /// fails at the hand-over (none of the job's code has run) is discarded and the job
-    /// runs cold. The result comes with what is left to remove of the job: await it
+    /// runs cold (ends `internal` under the test hook `runner.warm_every_job`). The result comes with what is left to remove of the job: await it
     /// before the job's slot is given to another.
     pub async fn run_with(
         &self,
@@ -358,6 +358,10 @@ impl Engine {
             if let Some(sandbox) = warm.take(shape) {
                 match self.run_warm(&job, &files, sandbox, cancel).await {
                     Ok(ran) => return ran,
+                    Err(why) if !warm.cold_after_a_failed_hand_over() => {
+                        let message = format!("the warm sandbox failed at the hand-over (runner.warm_every_job runs no job cold): {why}");
+                        return (self.internal(&job, message), Removal::none());
+                    }
                     Err(why) => {
                         tracing::warn!(job_id = %job.job_id, %why, "warm sandbox failed at the hand-over; the job runs cold");
                     }

@@ -124,6 +124,13 @@ impl WarmSandbox {
 /// pool. `None`: the job runs cold.
 pub trait WarmSource: Send + Sync {
     fn take(&self, shape: Shape) -> Option<WarmSandbox>;
+
+    /// Whether a job whose warm sandbox failed at the hand-over (none of its code ran)
+    /// runs cold: the pool's, yes. The test hook's, no: a run meant to prove the warm path
+    /// must not pass cold.
+    fn cold_after_a_failed_hand_over(&self) -> bool {
+        true
+    }
 }
 
 /// No warm sandboxes: every job runs cold.
@@ -145,6 +152,10 @@ impl WarmSource for OneShot {
             Some(s) if s.shape() == shape => held.take(),
             _ => None,
         }
+    }
+
+    fn cold_after_a_failed_hand_over(&self) -> bool {
+        false
     }
 }
 
