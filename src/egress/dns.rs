@@ -18,8 +18,10 @@
 //!   at most `dns.max_names` names (256 by default) per job, then REFUSED, so a tool cannot
 //!   spray names to exhaust anything.
 //! - **A only.** AAAA and every other type for an allowed name: NOERROR with no answer
-//!   (NODATA), so clients fall back to the A answer and never try IPv6 (the job's namespace
-//!   routes only IPv4 to the proxy). Non-IN class: REFUSED. Opcode other than QUERY: NOTIMP.
+//!   (NODATA), so clients use the A answer and have no IPv6 address to try for a name: the
+//!   synthetic pool is IPv4. (The job's namespace routes IPv6 to the proxy as well, `local
+//!   ::/0` in `sandbox::netns`, so an IPv6 literal is served and judged like an IPv4 one.)
+//!   Non-IN class: REFUSED. Opcode other than QUERY: NOTIMP.
 //! - **Strict shape**: exactly one question, no answer or authority records, at most one
 //!   additional record (EDNS OPT) — checked on the header (hickory's `Header`) before the
 //!   message is decoded, so a packet that claims 65535 records costs nothing. A query that

@@ -10,7 +10,9 @@
 //! - **A later request that is refused** gets the runner's refusal (`403`, the
 //!   `X-Skill-Runner-Refused` header, a JSON body), is recorded as a refused attempt, and
 //!   ends the connection (`Connection: close`): what the tool sends after it is not trusted.
-//!   A head hyper cannot parse gets hyper's own `400` and ends the connection the same way.
+//!   A head hyper cannot parse gets hyper's own `400` (`431` when too large), is recorded as
+//!   a refused attempt (`bad_request`) when [`serve`] ends with hyper's parse error, and ends
+//!   the connection the same way.
 //! - **Bytes are counted at the upstream socket** ([`Metered`]): the job's budgets are granted
 //!   before a byte is written upstream and as soon as one is read, and an unused grant is
 //!   given back, so the budget is never exceeded.
@@ -189,6 +191,20 @@ pub async fn serve(
             server.await
         }
     };
+    // A head hyper's own parser refused (ambiguous body length, a bad header, too large) was
+    // answered by hyper itself and never reached `handle`: it is a refused request all the
+    // same, recorded as one.
+    if let Err(e) = &ended {
+        if e.is_parse() {
+            served.judge.refused(
+                &served.host,
+                &Refused {
+                    code: RefusalCode::BadRequest,
+                    why: format!("the request head cannot be read: {e}"),
+                },
+            );
+        }
+    }
     // An upgrade (101) hands both sockets over: join them here, in the connection's own
     // task, so the proxy's deadline and the job's end still bound them.
     let upgraded = served
@@ -403,3 +419,6 @@ pub fn judge_with(
             why: reason.to_string(),
         })
 }
+
+#[cfg(test)]
+mod tests;

@@ -18,9 +18,11 @@
 //!   every mode; under `public` the proxy judges the address the tool actually connected to.
 //! - **Addresses**: the Link's own networks first, then the `[[deny]]` ranges in file order
 //!   (first match gives the reason), then a built-in floor no policy file can remove
-//!   ([`FLOOR`]), then the embedded-IPv4 forms (IPv4-mapped `::ffff:0:0/96` is also built in;
-//!   NAT64 `64:ff9b::/96` and 6to4 `2002::/16` from the file) which are judged by their IPv4
-//!   address, and last, with `ipv6_global_unicast_only`, any IPv6 outside `2000::/3`.
+//!   ([`FLOOR`]), then the embedded-IPv4 forms, which are judged by their IPv4 address (the
+//!   file's, then the built-in [`FLOOR_EMBEDDED`]: IPv4-mapped `::ffff:0:0/96`, NAT64
+//!   `64:ff9b::/96` and 6to4 `2002::/16`; Teredo `2001::/32`, whose IPv4 is obfuscated, is a
+//!   denied range of the floor), and last, with `ipv6_global_unicast_only`, any IPv6 outside
+//!   `2000::/3`.
 //! - **Documentation ranges** (192.0.2/24, 198.51.100/24, 203.0.113/24, 2001:db8::/32,
 //!   3fff::/20) **are denied**: they are never routed on the internet, so a connection there can
 //!   only reach something on the Link's side; no legitimate tool needs them.
@@ -55,8 +57,11 @@ pub const SUPPORTED_PORTS: [u16; 2] = [443, 80];
 pub const SYNTHETIC_POOL: &str = "198.18.0.0/15";
 
 /// Denied whatever the policy file says: (range, reason). Everything SPEC says `public` may
-/// never reach is here, so an operator's file that leaves out its `[[deny]]` list (or a
-/// range of it) opens nothing SPEC forbids: the file can add ranges, never remove these.
+/// never reach is here, with the cloud platform addresses outside those ranges (Azure's
+/// 168.63.129.16, which guest agents keep for root, and the proxy connects as root; Oracle
+/// Cloud Classic's 192.0.0.192) and Teredo, whose IPv4 address cannot be judged, so an
+/// operator's file that leaves out its `[[deny]]` list (or a range of it) opens nothing SPEC
+/// forbids: the file can add ranges, never remove these.
 pub const FLOOR: &[(&str, &str)] = &[
     ("0.0.0.0/8", "unspecified / this network (built in)"),
     ("10.0.0.0/8", "private network, RFC 1918 (built in)"),
@@ -66,10 +71,18 @@ pub const FLOOR: &[(&str, &str)] = &[
     ),
     ("127.0.0.0/8", "loopback (built in)"),
     (
+        "168.63.129.16/32",
+        "Azure platform address (WireServer: goal state, extension settings, certificates), built in",
+    ),
+    (
         "169.254.0.0/16",
         "link-local, cloud metadata 169.254.169.254 (built in)",
     ),
     ("172.16.0.0/12", "private network, RFC 1918 (built in)"),
+    (
+        "192.0.0.0/24",
+        "IETF protocol assignments, RFC 6890 (Oracle Cloud Classic metadata 192.0.0.192), built in",
+    ),
     ("192.168.0.0/16", "private network, RFC 1918 (built in)"),
     ("224.0.0.0/4", "multicast (built in)"),
     ("240.0.0.0/4", "reserved and limited broadcast (built in)"),
@@ -81,6 +94,10 @@ pub const FLOOR: &[(&str, &str)] = &[
     ("::1/128", "loopback (built in)"),
     ("::/96", "IPv4-compatible IPv6, deprecated (built in)"),
     ("64:ff9b:1::/48", "local-use NAT64, RFC 8215 (built in)"),
+    (
+        "2001::/32",
+        "Teredo, RFC 4380: tunnels to an embedded, obfuscated IPv4 address (built in)",
+    ),
     (
         "fc00::/7",
         "unique local, the IPv6 private networks (built in)",

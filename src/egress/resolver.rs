@@ -1,6 +1,7 @@
 //! The upstream resolver the proxy asks for a job's names: `runner.dns_servers` as given,
 //! else the servers of the host's resolv.conf, read again at each job's start and rebuilt
-//! when the file's bytes changed.
+//! when the file's bytes changed. It keeps no answers (`cache_size` 0): it is shared by every
+//! job, and each job keeps its own.
 
 use hickory_resolver::config::{
     ConnectionConfig, LookupIpStrategy, NameServerConfig, ResolveHosts, ResolverConfig,
@@ -116,7 +117,14 @@ fn finish_resolver(config: ResolverConfig) -> Result<TokioResolver, String> {
     opts.timeout = Duration::from_secs(2);
     opts.attempts = 2;
     opts.ndots = 0;
+    // No cache: this resolver serves every job, so a cached answer would let one job time a
+    // lookup to learn whether another looked the same name up lately. Each job keeps what
+    // it was answered itself (the proxy's per-job names), which is all the caching it needs.
+    opts.cache_size = 0;
     builder
         .build()
         .map_err(|e| format!("cannot set up the upstream DNS resolver: {e}"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -429,6 +429,39 @@ fn a_name_with_any_denied_address_is_refused_whole() {
 }
 
 #[test]
+fn public_never_reaches_the_azure_platform_address() {
+    // 168.63.129.16 (WireServer) answers only from inside an Azure host, and the proxy
+    // connects as root, which the guest agent's firewall lets through.
+    let w = World::new();
+    let literal = w.decide(Net::Public, "168.63.129.16:80", None, &[]);
+    let by_name = w.decide(
+        Net::Public,
+        &format!("{EXAMPLE}:80"),
+        Some("example.com"),
+        &["168.63.129.16"],
+    );
+    let mapped = w.decide(Net::Public, "[::ffff:168.63.129.16]:80", None, &[]);
+    for (d, host) in [
+        (literal, "168.63.129.16"),
+        (by_name, "example.com"),
+        (mapped, "168.63.129.16"),
+    ] {
+        match &d {
+            Decision::Deny {
+                host: h,
+                reason: reason @ Refusal::Address { ip: denied, .. },
+            } => {
+                assert_eq!(h, host);
+                assert_eq!(denied.to_canonical(), ip("168.63.129.16"), "{d:?}");
+                assert_eq!(reason.code(), RefusalCode::AddressRefused);
+                assert_eq!(reason.code().as_str(), "address_refused");
+            }
+            other => panic!("{host}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn a_name_without_addresses_is_refused() {
     let w = World::new();
     assert_eq!(

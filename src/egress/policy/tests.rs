@@ -314,6 +314,70 @@ fn a_file_cannot_open_what_spec_says_public_never_reaches() {
     }
 }
 
+/// An operator's file with only the required keys: no `[[deny]]`, no `[[embedded_ipv4]]`.
+const MINIMAL_TOML: &str = r#"
+version = 1
+ports = [443, 80]
+ipv6_global_unicast_only = true
+
+[openvibe_only]
+allow = ["openvibe.services"]
+
+[public]
+
+[dns]
+max_names = 256
+ttl_seconds = 300
+
+[budget]
+max_records = 256
+bytes_out = 16777216
+bytes_in = 67108864
+job_seconds = 30
+connection_seconds = 30
+"#;
+
+#[test]
+fn cloud_platform_addresses_and_teredo_are_in_the_floor() {
+    // Azure's WireServer (host-only: goal state, extension settings, certificates; guest
+    // agents let only root reach it and the proxy connects as root), Oracle Cloud Classic's
+    // metadata in the IETF protocol block, and Teredo, which carries an IPv4 address.
+    let shipped = shipped();
+    let reason = address_allowed(&shipped, ip("168.63.129.16"), &[]).unwrap_err();
+    assert!(reason.to_string().contains("Azure"), "{reason}");
+    let minimal = EgressPolicy::from_toml_str(MINIMAL_TOML).unwrap();
+    assert_eq!(minimal.deny.len(), FLOOR.len(), "no ranges but the floor's");
+    for (denied, why) in [
+        ("168.63.129.16", "Azure"),
+        ("::ffff:168.63.129.16", "Azure"),
+        ("64:ff9b::a83f:8110", "Azure"),
+        ("192.0.0.192", "IETF protocol"),
+        ("192.0.0.170", "IETF protocol"),
+        ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo"),
+        ("2001::1", "Teredo"),
+    ] {
+        let reason = address_allowed(&minimal, ip(denied), &[]).unwrap_err();
+        let text = reason.to_string();
+        assert!(
+            text.contains(why) && text.contains("built in"),
+            "{denied}: {text}"
+        );
+    }
+    // Their neighbours are ordinary public addresses.
+    for allowed in [
+        "168.63.129.15",
+        "168.63.129.17",
+        "192.0.1.1",
+        "2001:4860:4860::8888",
+    ] {
+        assert_eq!(
+            address_allowed(&minimal, ip(allowed), &[]),
+            Ok(()),
+            "{allowed}"
+        );
+    }
+}
+
 // ---- names ---------------------------------------------------------------------------------
 
 #[test]

@@ -1,0 +1,146 @@
+//! Unit tests of `src/egress/http.rs`, over loopback sockets: a tool, the proxy's
+//! [`serve`], and an upstream HTTP server.
+
+use super::*;
+
+use std::sync::Mutex;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::egress::record::{Budgets, Recorder};
+
+/// A job that allows every request and records refusals as the proxy's job does.
+struct TestJudge {
+    recorder: Arc<Recorder>,
+    codes: Mutex<Vec<RefusalCode>>,
+}
+
+impl Judge for TestJudge {
+    fn judge(&self, _net: Net, _dest: SocketAddr, _sniffed: Option<&str>) -> Result<(), Refused> {
+        Ok(())
+    }
+
+    fn refused(&self, host: &str, refusal: &Refused) {
+        self.codes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(refusal.code);
+        self.recorder.refused(host, 80);
+    }
+}
+
+/// An upstream that answers every request `200 ok` and counts them.
+async fn upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let served = Arc::new(AtomicUsize::new(0));
+    let counted = served.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = listener.accept().await {
+            let counted = counted.clone();
+            let service = hyper::service::service_fn(move |_req: Request<Incoming>| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                async { Ok::<_, Infallible>(Response::new(Full::new(Bytes::from_static(b"ok")))) }
+            });
+            tokio::spawn(
+                hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(socket), service),
+            );
+        }
+    });
+    (addr, served)
+}
+
+/// Reads one response whose body is `Content-Length` bytes (at most 4 KiB in all).
+async fn read_response(tool: &mut TcpStream) -> String {
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tool.read(&mut buf).await.expect("read");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(end) = text.find("\r\n\r\n") {
+            let length = text[..end]
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            if got.len() >= end + 4 + length {
+                return text;
+            }
+        }
+        assert!(n > 0 && got.len() < 4096, "no whole response: {text:?}");
+    }
+}
+
+/// A later request on a kept-alive connection that hyper's parser refuses (a body length
+/// two parsers could read differently) gets hyper's `400` and is recorded as one refused
+/// attempt on the connection, after the allowed one the connection itself is.
+#[tokio::test]
+async fn a_later_head_hyper_refuses_is_recorded_as_refused() {
+    for bad in [
+        "Transfer-Encoding: gzip\r\n",
+        "Content-Length: 1\r\nContent-Length: 2\r\n",
+    ] {
+        let (upstream_addr, served) = upstream().await;
+        let recorder = Recorder::new(Budgets::default());
+        let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
+        let judge = Arc::new(TestJudge {
+            recorder: recorder.clone(),
+            codes: Mutex::new(Vec::new()),
+        });
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let mut tool = TcpStream::connect(listener.local_addr().expect("addr"))
+            .await
+            .expect("connect");
+        let (client, _) = listener.accept().await.expect("accept");
+        let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+        // The first head was read (and judged) by the proxy before serving.
+        let first = b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n".to_vec();
+        let serving = tokio::spawn(serve(
+            judge.clone(),
+            Net::Public,
+            "198.18.0.3:80".parse().expect("dest"),
+            "example.com".into(),
+            client,
+            first,
+            upstream,
+            flow,
+            Activity::new(),
+        ));
+        let answer = read_response(&mut tool).await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
+        tool.write_all(format!("POST / HTTP/1.1\r\nHost: example.com\r\n{bad}\r\nx").as_bytes())
+            .await
+            .expect("write");
+        let mut rest = Vec::new();
+        tool.read_to_end(&mut rest).await.expect("read");
+        let rest = String::from_utf8_lossy(&rest);
+        assert!(rest.starts_with("HTTP/1.1 400"), "{bad:?}: {rest:?}");
+        let ended = tokio::time::timeout(Duration::from_secs(5), serving)
+            .await
+            .expect("serve ends")
+            .expect("serve's task");
+        assert!(
+            ended.as_ref().is_err_and(|e| e.is_parse()),
+            "{bad:?}: {ended:?}"
+        );
+        assert_eq!(served.load(Ordering::SeqCst), 1, "only the first went on");
+        let records = recorder.records();
+        let seen: Vec<(&str, u16, bool)> = records
+            .iter()
+            .map(|r| (r.host.as_str(), r.port, r.allowed))
+            .collect();
+        assert_eq!(
+            seen,
+            [("example.com", 80, true), ("example.com", 80, false)],
+            "{bad:?}"
+        );
+        let codes = judge.codes.lock().unwrap_or_else(|e| e.into_inner());
+        assert_eq!(codes.as_slice(), [RefusalCode::BadRequest], "{bad:?}");
+    }
+}
