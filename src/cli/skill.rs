@@ -179,7 +179,13 @@ fn checked(dir: &Path, job: Job) -> Result<ValidJob, SkillError> {
 }
 
 fn job_from_folder(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
-    let manifest = load_manifest(dir)?;
+    // Opened once: the manifest and the files come from this one folder, even if its path
+    // is made to lead elsewhere meanwhile.
+    let root = folder::open_folder(dir).map_err(|source| SkillError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let manifest = manifest::load_manifest_at(std::os::fd::AsFd::as_fd(&root), dir)?;
     let Some(tool) = manifest.tools.iter().find(|t| t.name == req.tool) else {
         return Err(SkillError::UnknownTool {
             path: dir.join(MANIFEST_FILE),
@@ -220,7 +226,7 @@ fn job_from_folder(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
     )?;
     check_required_keys(tool, &req.input)?;
 
-    let inputs = collect_inputs(dir)?;
+    let inputs = collect_inputs_from(std::os::fd::AsFd::as_fd(&root), dir)?;
     Ok(Job {
         job_id: job_id_for(&manifest.slug, unix_millis()),
         class: "function".into(),
@@ -345,7 +351,7 @@ fn short(s: &str) -> String {
 mod folder;
 mod manifest;
 
-use folder::collect_inputs;
+use folder::collect_inputs_from;
 pub use manifest::load_manifest;
 
 #[cfg(test)]

@@ -1,13 +1,23 @@
 //! `skill.json`: read within its size bound and checked (tools, entries, argument schemas,
 //! limits) before anything is run.
 
-use super::folder::{read_regular_file, ReadError};
+use super::folder::{open_folder, read_file_at, ReadError};
 use super::*;
+use std::os::fd::{AsFd as _, BorrowedFd};
 
 /// Reads and checks `dir/skill.json`.
 pub fn load_manifest(dir: &Path) -> Result<Manifest, SkillError> {
+    let root = open_folder(dir).map_err(|source| SkillError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    load_manifest_at(root.as_fd(), dir)
+}
+
+/// Reads and checks `skill.json` of the folder open as `root` (`dir` names it).
+pub(super) fn load_manifest_at(root: BorrowedFd<'_>, dir: &Path) -> Result<Manifest, SkillError> {
     let path = dir.join(MANIFEST_FILE);
-    let text = read_regular_file(&path, MANIFEST_MAX_BYTES).map_err(|e| match e {
+    let text = read_file_at(root, c"skill.json", MANIFEST_MAX_BYTES).map_err(|e| match e {
         ReadError::Io(source) if source.kind() == std::io::ErrorKind::NotFound => {
             SkillError::Manifest {
                 path: path.clone(),

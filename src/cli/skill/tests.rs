@@ -630,6 +630,178 @@ fn case_insensitive_duplicates_are_the_runners_rejection() {
     assert!(matches!(e, SkillError::Job { .. }), "{e}");
 }
 
+// ---- the folder, while its owner renames things in it ----------------------------
+
+/// A folder with `sub/data.txt`, and a folder outside it holding a `data.txt` of its own
+/// (as a root-only file would be, for a `run` by root).
+fn folder_and_outside() -> (TempDir, TempDir) {
+    let dir = good_dir();
+    write(&dir, "sub/data.txt", "the skill's own data\n");
+    let outside = TempDir::new().expect("tempdir");
+    // Not longer than the folder's own file, or a read bounded by its size would refuse it.
+    fs::write(outside.path().join("data.txt"), "SECRET\n").expect("write");
+    (dir, outside)
+}
+
+/// Puts a symlink to `target` where `folder/name` was (moved to a dot-name beside it), as
+/// its owner's `rename` would.
+fn swap_for_symlink(folder: &Path, name: &str, target: &Path) {
+    fs::rename(folder.join(name), folder.join(format!(".moved-{name}"))).expect("rename");
+    symlink(target, folder.join(name)).expect("symlink");
+}
+
+fn assert_no_outside_bytes(job: &ValidJob) {
+    for input in &job.inputs {
+        let content = input.content.as_deref().unwrap_or_default();
+        assert!(
+            !String::from_utf8_lossy(content).contains("SECRET"),
+            "{} carries the outside file",
+            input.name
+        );
+    }
+}
+
+/// The audit's attack: `sub` swapped for a symlink to an outside folder once the walk has
+/// checked everything, before the files are read. The files are read from what the walk
+/// opened, so the job carries `sub/data.txt` as it was; reading `dir/sub/data.txt` by its
+/// path would have sent the outside file.
+#[test]
+fn a_sub_folder_swapped_for_a_symlink_before_the_reads_is_not_read_through() {
+    let (dir, outside) = folder_and_outside();
+    let (folder, target) = (dir.path().to_path_buf(), outside.path().to_path_buf());
+    folder::seam::set(move |point| {
+        if let folder::seam::Point::Reads = point {
+            swap_for_symlink(&folder, "sub", &target);
+        }
+    });
+    let job = valid_job_from_skill(dir.path(), &request("count_words"));
+    folder::seam::clear();
+    let job = job.expect("job");
+    let swapped = fs::symlink_metadata(dir.path().join("sub")).expect("lstat");
+    assert!(swapped.file_type().is_symlink(), "the swap was made");
+    assert_no_outside_bytes(&job);
+    let data = job
+        .inputs
+        .iter()
+        .find(|i| i.name == "sub/data.txt")
+        .expect("sub/data.txt is sent");
+    assert_eq!(
+        data.content.as_deref(),
+        Some(&b"the skill's own data\n"[..])
+    );
+    assert_eq!(names(&job), ["sub/data.txt", "tools/count.js"]);
+}
+
+/// `sub` swapped for a symlink after the walk saw a folder there and before it went in:
+/// the walk refuses it, as any symlink, instead of listing and reading the outside folder.
+#[test]
+fn a_sub_folder_swapped_for_a_symlink_while_walked_is_refused() {
+    let (dir, outside) = folder_and_outside();
+    let (folder, target) = (dir.path().to_path_buf(), outside.path().to_path_buf());
+    folder::seam::set(move |point| {
+        if let folder::seam::Point::Entry("sub") = point {
+            swap_for_symlink(&folder, "sub", &target);
+        }
+    });
+    let result = valid_job_from_skill(dir.path(), &request("count_words"));
+    folder::seam::clear();
+    match result {
+        Ok(job) => {
+            assert_no_outside_bytes(&job);
+            panic!("a symlink was walked into: {:?}", names(&job));
+        }
+        Err(e) => {
+            let text = e.to_string();
+            assert!(text.contains("symlink"), "{text}");
+            assert!(text.contains("sub"), "{text}");
+        }
+    }
+}
+
+/// A file swapped for a pipe after the walk saw a regular file there: it is opened without
+/// blocking (so `run` does not hang on it, nor opens a terminal as its own) and refused by
+/// what `fstat` says of what was opened, before anything is read.
+#[test]
+fn a_file_swapped_for_a_pipe_while_walked_is_refused_without_blocking() {
+    let dir = good_dir();
+    write(&dir, "sub/data.txt", "text\n");
+    let file = dir.path().join("sub/data.txt");
+    folder::seam::set(move |point| {
+        if let folder::seam::Point::Entry("sub/data.txt") = point {
+            fs::remove_file(&file).expect("rm");
+            let c_path = std::ffi::CString::new(file.as_os_str().as_encoded_bytes())
+                .expect("no NUL in a temporary path");
+            // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+            let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+            assert_eq!(rc, 0, "mkfifo: {}", std::io::Error::last_os_error());
+        }
+    });
+    let result = valid_job_from_skill(dir.path(), &request("count_words"));
+    folder::seam::clear();
+    let e = result.expect_err("a pipe");
+    let text = e.to_string();
+    assert!(text.contains("sub/data.txt"), "{text}");
+    assert!(text.contains("not a regular file"), "{text}");
+}
+
+/// The reader on its own: a file is read from the folder's descriptor, so once the folder
+/// is open, swapping it for a symlink to an outside folder changes nothing that is read.
+#[test]
+fn the_reader_reads_from_the_folder_it_holds_never_through_a_path() {
+    let (dir, outside) = folder_and_outside();
+    let sub = folder::open_folder(&dir.path().join("sub")).expect("open sub");
+    swap_for_symlink(dir.path(), "sub", outside.path());
+    let bytes = match folder::read_file_at(
+        std::os::fd::AsFd::as_fd(&sub),
+        c"data.txt",
+        MAX_INPUTS_TOTAL_BYTES as u64,
+    ) {
+        Ok(bytes) => bytes,
+        Err(e) => panic!("{}", e.into_skill_error(dir.path(), "data.txt")),
+    };
+    assert_eq!(bytes, b"the skill's own data\n");
+    // What the path leads to now is the outside file, which a walk started now refuses.
+    let by_path = fs::read(dir.path().join("sub/data.txt")).expect("read");
+    assert!(String::from_utf8_lossy(&by_path).contains("SECRET"));
+    let e = build_error(&dir, &request("count_words"), "symlink");
+    assert!(e.to_string().contains("sub"), "{e}");
+}
+
+#[test]
+fn a_dot_file_whose_name_is_not_utf8_is_skipped() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = good_dir();
+    fs::write(dir.path().join(OsStr::from_bytes(b".\xff")), "x").expect("write");
+    fs::create_dir(dir.path().join(OsStr::from_bytes(b".\xfe-cache"))).expect("mkdir");
+    fs::write(
+        dir.path().join(OsStr::from_bytes(b"tools/.\xfd")),
+        "\0binary",
+    )
+    .expect("write");
+    let job = valid_job_from_skill(dir.path(), &request("count_words")).expect("job");
+    assert_eq!(names(&job), ["tools/count.js"]);
+
+    // Any other name that is not UTF-8 is still refused, named.
+    fs::write(dir.path().join(OsStr::from_bytes(b"tools/x\xff.js")), "1").expect("write");
+    let e = build_error(&dir, &request("count_words"), "not UTF-8");
+    assert!(e.to_string().contains("tools/x"), "{e}");
+}
+
+#[test]
+fn a_manifest_that_is_a_pipe_is_refused_without_blocking() {
+    let dir = good_dir();
+    let manifest = dir.path().join(MANIFEST_FILE);
+    fs::remove_file(&manifest).expect("rm");
+    let c_path = std::ffi::CString::new(manifest.as_os_str().as_encoded_bytes())
+        .expect("no NUL in a temporary path");
+    // SAFETY: `c_path` is a NUL-terminated path that outlives the call.
+    let rc = unsafe { libc::mkfifo(c_path.as_ptr(), 0o600) };
+    assert_eq!(rc, 0, "mkfifo: {}", std::io::Error::last_os_error());
+    let e = load_manifest(dir.path()).expect_err("a pipe");
+    assert!(e.to_string().contains("not a regular file"), "{e}");
+}
+
 // ---- job ids ----------------------------------------------------------------------
 
 #[test]
