@@ -127,6 +127,8 @@ fn a_layer_missing_on_the_host_stops_every_job() {
         );
         assert_did_not_run(&r, missing);
         assert_eq!(r["reason"], "runner_unavailable", "{missing}: {r}");
+        // Under the job's own id, as the daemon answers it.
+        assert_eq!(r["job_id"], "itest-missing", "{missing}: {r}");
         assert!(
             r["message"].as_str().unwrap_or("").contains(words),
             "{missing}: the message names the layer: {r}"
@@ -290,4 +292,56 @@ fn an_init_executable_of_another_build_is_passed_over_and_an_untrusted_one_stops
             && !doctor.contains("the runner itself"),
         "{doctor}"
     );
+}
+
+/// A state directory another user may change is refused before anything is read from it
+/// or written in it: its owner could plant a symlink the runner (root) writes through, or
+/// a runtime record whose libraries become mounts in every job's root. Here the state
+/// directory belongs to `nobody` and holds a link `runtime.tmp` to a root file, where the
+/// runner once wrote its runtime record: doctor and run-job refuse the folder, the job
+/// does not run, and the file is unchanged.
+#[test]
+fn a_state_directory_another_user_may_change_is_refused() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let victim = state.path().join("victim.txt");
+    std::fs::write(&victim, "root's data\n").expect("write");
+    let evil = state.path().join("evil");
+    std::fs::create_dir(&evil).expect("mkdir");
+    std::os::unix::fs::symlink(&victim, evil.join("runtime.tmp")).expect("symlink");
+    std::os::unix::fs::lchown(evil.join("runtime.tmp"), Some(65534), Some(65534)).expect("lchown");
+    std::os::unix::fs::chown(&evil, Some(65534), Some(65534)).expect("chown");
+    let config = hermetic_config_file(state.path());
+    let under = |args: &[&str]| {
+        let mut cmd = std::process::Command::new(BIN);
+        cmd.arg("--config")
+            .arg(&config)
+            .arg("--state-dir")
+            .arg(&evil)
+            .args(args);
+        cmd
+    };
+    let doctor = under(&["doctor"]).output().expect("doctor");
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert_eq!(doctor.status.code(), Some(1), "doctor must fail: {said}");
+    assert!(
+        said.contains("owner uid 65534") && said.contains("cannot run jobs"),
+        "doctor names the folder's owner: {said}"
+    );
+    let text = serde_json::to_vec(&job("itest-state-dir")).expect("json");
+    let out = feed(under(&["run-job", "-"]).current_dir(state.path()), &text);
+    let r = parse_result(&out.stdout);
+    assert_did_not_run(&r, "an untrusted state directory");
+    assert_eq!(r["reason"], "runner_unavailable", "{r}");
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("read"),
+        "root's data\n",
+        "the runner wrote through the planted link"
+    );
+    assert!(
+        !evil.join("runtime.json").exists() && !evil.join("jobs").exists(),
+        "nothing written in the folder"
+    );
+    assert_host_clean("itest-state-dir");
 }

@@ -687,3 +687,133 @@ fn a_job_over_its_pids_limit_ends_limit_pids() {
     assert!(r.get("output").is_none(), "{r}");
     assert_host_clean("itest-pids");
 }
+
+/// A tool that prints its answer over several lines (CR LF too) and writes terminal control
+/// sequences and a bidi override to stderr.
+const PRETTY: &str = r#"process.stderr.write('\x1b[31mred\x1b]0;title\x07 \u202e!');
+process.stdout.write('{\n  "a": 1,\r\n  "b": [1, "x\\ny"]\n}\n');"#;
+
+/// SPEC: `run-job` prints the result as one JSON line. The tool's output is kept as it
+/// wrote it but for its line breaks, which are whitespace between tokens (a line break in
+/// a string is escaped), printed as spaces there; `run --json` the same. `run`'s summary
+/// for a person shows what the tool wrote with its control characters escaped, never sent
+/// to the terminal.
+#[test]
+fn the_cli_prints_one_line_and_sends_the_terminal_nothing_from_the_tool() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let expected = json!({"a": 1, "b": [1, "x\ny"]});
+    let text = serde_json::to_vec(&job("itest-pretty", PRETTY, json!(null))).expect("json");
+    let out = state
+        .start_run_job(&text)
+        .wait_with_output()
+        .expect("run-job");
+    let line = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
+    assert!(line.ends_with('\n') && !line.contains('\r'), "{line:?}");
+    let r: Value = serde_json::from_str(&line).expect("the line is the result");
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], expected);
+
+    let skill = tempfile::Builder::new()
+        .prefix("ovsr-pretty-")
+        .tempdir()
+        .expect("temp dir");
+    let manifest = json!({
+        "slug": "pretty", "version": "1.0.0", "runs": "sandbox",
+        "tools": [{"name": "pretty", "description": "Prints over lines.",
+            "language": "javascript", "entry": "pretty.js", "args": {"type": "object"},
+            "net": "deny"}]
+    });
+    std::fs::write(skill.path().join("skill.json"), manifest.to_string()).expect("manifest");
+    std::fs::write(skill.path().join("pretty.js"), PRETTY).expect("code");
+    let run = |json: bool| {
+        let mut cmd = runner_in(state.path());
+        cmd.arg("run").arg(skill.path()).args(["--tool", "pretty"]);
+        if json {
+            cmd.arg("--json");
+        }
+        cmd.output().expect("run")
+    };
+    let out = run(true);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let line = String::from_utf8(out.stdout).expect("UTF-8");
+    assert_eq!(line.matches('\n').count(), 1, "one line: {line:?}");
+    let r: Value = serde_json::from_str(&line).expect("the line is the result");
+    assert_eq!(r["output"], expected);
+    assert_eq!(r["stderr"], "\u{1b}[31mred\u{1b}]0;title\u{7} \u{202e}!");
+
+    let out = run(false);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let said = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(
+        !said.contains(['\u{1b}', '\u{7}', '\u{202e}', '\r']),
+        "no control character of the tool reaches the terminal: {said:?}"
+    );
+    assert!(
+        said.contains("\\u{1b}[31mred\\u{1b}]0;title\\u{7} \\u{202e}!"),
+        "shown escaped: {said}"
+    );
+    state.assert_clean();
+    assert_host_clean("itest-pretty");
+}
+
+/// A result that cannot be written (stdout on a full disk, a closed pipe) is said on
+/// stderr with exit 74, never a panic; `doctor` the same.
+#[test]
+fn a_result_that_cannot_be_written_exits_74_without_a_panic() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let full = || std::fs::File::create("/dev/full").expect("/dev/full");
+    let file = state.path().join("job.json");
+    std::fs::write(
+        &file,
+        serde_json::to_vec(&job("itest-full", ECHO, json!(1))).expect("json"),
+    )
+    .expect("the job");
+    let out = runner_in(state.path())
+        .arg("run-job")
+        .arg(&file)
+        .stdout(full())
+        .output()
+        .expect("run-job");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(
+        err.contains("cannot write to stdout") && !err.contains("panicked"),
+        "{err}"
+    );
+    let out = runner_in(state.path())
+        .arg("doctor")
+        .stdout(full())
+        .output()
+        .expect("doctor");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(74), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    state.assert_clean();
+    assert_host_clean("itest-full");
+}
+
+/// `run --input @FILE` reads no further than a job could carry: `/dev/zero` is refused at
+/// once, not read until memory runs out.
+#[test]
+fn an_input_file_larger_than_a_job_is_refused_unread() {
+    let state = State::new();
+    let out = runner_in(state.path())
+        .args([
+            "run",
+            "/nonexistent-skill",
+            "--tool",
+            "echo",
+            "--input",
+            "@/dev/zero",
+        ])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("larger than 8388608 bytes"), "{err}");
+}

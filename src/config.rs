@@ -363,6 +363,26 @@ impl fmt::Display for DnsServer {
     }
 }
 
+/// The most a configuration file may hold: the documented one is about 6 KiB.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// A configuration file's text, read no further than [`MAX_CONFIG_BYTES`] (a file named by
+/// mistake, `/dev/zero`, is refused, not read into memory).
+pub fn read_text(path: &Path) -> std::io::Result<String> {
+    use std::io::Read as _;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?
+        .take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {MAX_CONFIG_BYTES} bytes; is it the configuration file?"),
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 impl Config {
     /// Reads the file; a missing file at the default path is the default configuration,
     /// a missing file that was named explicitly is an error.
@@ -371,7 +391,7 @@ impl Config {
             Some(p) => (p.to_path_buf(), true),
             None => (PathBuf::from(DEFAULT_CONFIG_PATH), false),
         };
-        match std::fs::read_to_string(&path) {
+        match read_text(&path) {
             Ok(text) => Config::usable(&text)
                 .map_err(|e| anyhow::anyhow!("configuration {}: {e}", path.display())),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && !explicit => {
@@ -600,5 +620,11 @@ mod tests {
     #[test]
     fn unknown_key_is_an_error() {
         assert!(Config::parse("[runner]\npid_max = 3\n").is_err());
+    }
+
+    #[test]
+    fn a_file_larger_than_a_configuration_is_refused_unread() {
+        let e = Config::load(Some(Path::new("/dev/zero"))).expect_err("refused");
+        assert!(e.to_string().contains("larger than 1048576 bytes"), "{e}");
     }
 }

@@ -320,6 +320,8 @@ pub fn run(config: Config, json: bool) -> ExitCode {
     // A failed check fails doctor even when the engine then started (a placement that
     // succeeded only at the second try is still a problem to look at).
     let can_run = engine.is_ok() && failed == 0;
+    use std::fmt::Write as _;
+    let mut text = String::new();
     if json {
         let v = serde_json::json!({
             "can_run_jobs": can_run,
@@ -330,22 +332,27 @@ pub fn run(config: Config, json: bool) -> ExitCode {
             },
             "checks": list,
         });
-        println!("{v}");
+        let _ = writeln!(text, "{v}");
     } else {
         for c in &list {
             let mark = if c.ok { "ok  " } else { "FAIL" };
-            println!("{mark} {:<18} {}", c.layer, c.detail);
+            let _ = writeln!(text, "{mark} {:<18} {}", c.layer, c.detail);
             if let Some(f) = &c.fix {
-                println!("     {:<18} fix: {f}", "");
+                let _ = writeln!(text, "     {:<18} fix: {f}", "");
             }
         }
-        match &engine {
-            Ok(_) if failed == 0 => println!("\nThis host can run jobs."),
-            Ok(_) => println!(
+        let _ = match &engine {
+            Ok(_) if failed == 0 => writeln!(text, "\nThis host can run jobs."),
+            Ok(_) => writeln!(
+                text,
                 "\nThis host cannot be trusted to run jobs: {failed} check(s) above failed"
             ),
-            Err(e) => println!("\nThis host cannot run jobs: {e}"),
-        }
+            Err(e) => writeln!(text, "\nThis host cannot run jobs: {e}"),
+        };
+    }
+    let written = crate::cli::write_stdout(&text);
+    if written != ExitCode::SUCCESS {
+        return written;
     }
     if can_run {
         ExitCode::SUCCESS

@@ -151,6 +151,32 @@ pub fn make_jobs_dir(dir: &Path) -> std::io::Result<bool> {
     }
 }
 
+/// The job in `text` under `bounds`, or its `rejected` result (under its id and `net` when
+/// those could be read; `node` as the result shows it). The engine's door, and `run-job`'s
+/// when no engine started (its `runner_unavailable` then names the job as the daemon's
+/// does).
+pub fn admit_text(
+    text: &[u8],
+    bounds: &Bounds,
+    node: Option<&str>,
+) -> Result<ValidJob, Box<JobResult>> {
+    job::admit(text, bounds).map_err(|refusal| {
+        Box::new(match refusal.head {
+            Ok(head) => JobResult::rejected(&head.job_id, &refusal.rejection, head.net, node),
+            Err(job::NotAJob::NotObject) => {
+                JobResult::rejected("", &refusal.rejection, Net::Deny, node)
+            }
+            Err(job::NotAJob::NotJson(e)) => JobResult::not_run(
+                "",
+                Reason::InvalidJob,
+                format!("the job is not JSON: {e}"),
+                Net::Deny,
+                node,
+            ),
+        })
+    })
+}
+
 impl Engine {
     /// Checks every layer and loads everything a job needs; fails closed.
     pub fn start(config: Config) -> Result<Engine, StartError> {
@@ -164,6 +190,16 @@ impl Engine {
             return Err(layer(problem));
         }
         let state = config.runner.state_dir.clone();
+        std::fs::create_dir_all(&state).map_err(|e| {
+            layer(format!(
+                "cannot create the state directory {}: {e}",
+                state.display()
+            ))
+        })?;
+        // Before anything is read from it or written in it.
+        if let Some(problem) = crate::state_dir::problem(&state) {
+            return Err(layer(problem));
+        }
         let jobs_dir = state.join("jobs");
         std::fs::create_dir_all(&jobs_dir).map_err(|e| {
             layer(format!(
@@ -297,23 +333,9 @@ impl Engine {
 
     /// Runs one job given as its JSON text, through the one door ([`job::admit`]).
     pub async fn run_raw(&self, text: &[u8], cancel: &Cancel) -> JobResult {
-        match job::admit(text, &self.bounds) {
+        match admit_text(text, &self.bounds, self.node()) {
             Ok(j) => self.run(j, cancel).await,
-            Err(refusal) => match refusal.head {
-                Ok(head) => {
-                    JobResult::rejected(&head.job_id, &refusal.rejection, head.net, self.node())
-                }
-                Err(job::NotAJob::NotObject) => {
-                    JobResult::rejected("", &refusal.rejection, Net::Deny, self.node())
-                }
-                Err(job::NotAJob::NotJson(e)) => JobResult::not_run(
-                    "",
-                    Reason::InvalidJob,
-                    format!("the job is not JSON: {e}"),
-                    Net::Deny,
-                    self.node(),
-                ),
-            },
+            Err(refused) => *refused,
         }
     }
 

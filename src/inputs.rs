@@ -172,13 +172,25 @@ impl Cache {
         let tmp = self
             .dir
             .join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-        let ok = std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(bytes).and_then(|_| f.sync_all()))
-            .is_ok();
+        // A new file, never one that is there, never through a link; made read-only
+        // through its own descriptor.
+        let ok = {
+            use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .mode(0o600)
+                .open(&tmp)
+                .and_then(|mut f| {
+                    f.write_all(bytes)?;
+                    f.sync_all()?;
+                    f.set_permissions(std::fs::Permissions::from_mode(0o444))
+                })
+                .is_ok()
+        };
         let mut added = false;
         if ok {
-            use std::os::unix::fs::PermissionsExt;
-            let _ = std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o444));
             added = std::fs::rename(&tmp, &path).is_ok();
         }
         if !added {

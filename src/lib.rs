@@ -35,6 +35,8 @@ pub mod runtime;
 #[cfg(feature = "runner")]
 pub mod sandbox;
 #[cfg(feature = "runner")]
+pub mod state_dir;
+#[cfg(feature = "runner")]
 pub mod supervise;
 #[cfg(test)]
 mod test_skips;

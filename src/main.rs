@@ -125,14 +125,21 @@ fn run(cli: Cli) -> ExitCode {
                 Ok(t) => t,
                 Err(e) => return usage(e),
             };
+            let bounds = openvibe_skill_runner::job::Bounds {
+                max_input_json_bytes: config.runner.max_input_json_bytes,
+            };
             let result = match start(config) {
                 Ok(engine) => block_on(interruptible(|cancel| async move {
                     engine.run_raw(&text, &cancel).await
                 })),
-                Err(r) => *r,
+                // As the daemon without an engine: a job that breaks a rule is `rejected`,
+                // a valid one `runner_unavailable` under its own id and net.
+                Err(why) => match openvibe_skill_runner::engine::admit_text(&text, &bounds, None) {
+                    Ok(job) => unavailable(&job.job_id, job.net, why),
+                    Err(refused) => *refused,
+                },
             };
-            print_json(&result);
-            ExitCode::SUCCESS
+            print_json(&result)
         }
         Command::Run {
             skill_dir,
@@ -171,14 +178,16 @@ fn run(cli: Cli) -> ExitCode {
                 Ok(engine) => block_on(interruptible(|cancel| async move {
                     engine.run_built(job, &cancel).await
                 })),
-                Err(r) => *r,
+                Err(why) => unavailable(&job.job_id, job.net, why),
             };
-            if json {
-                print_json(&result);
+            let printed = if json {
+                print_json(&result)
             } else {
-                print_human(&result);
-            }
-            if result.status == openvibe_skill_runner::job::Status::Ok {
+                print_human(&result)
+            };
+            if printed != ExitCode::SUCCESS {
+                printed
+            } else if result.status == openvibe_skill_runner::job::Status::Ok {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
@@ -187,17 +196,20 @@ fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// The engine, or the `internal` result that says why jobs cannot run here.
-fn start(config: Config) -> Result<Engine, Box<JobResult>> {
-    Engine::start(config).map_err(|e| {
-        Box::new(JobResult::not_run(
-            "",
-            openvibe_skill_runner::job::Reason::RunnerUnavailable,
-            format!("{e} (run `openvibe-skill-runner doctor` for every layer)"),
-            Net::Deny,
-            None,
-        ))
-    })
+/// The engine, or why jobs cannot run here.
+fn start(config: Config) -> Result<Engine, String> {
+    Engine::start(config).map_err(|e| e.to_string())
+}
+
+/// The `internal` result of a job that cannot run here, `why`.
+fn unavailable(job_id: &str, net: Net, why: String) -> JobResult {
+    JobResult::not_run(
+        job_id,
+        openvibe_skill_runner::job::Reason::RunnerUnavailable,
+        format!("{why} (run `openvibe-skill-runner doctor` for every layer)"),
+        net,
+        None,
+    )
 }
 
 /// Runs one job so that SIGINT, SIGTERM or SIGHUP (a terminal's Ctrl-C, a `kill`, a
@@ -300,17 +312,29 @@ fn read_job(file: &str) -> Result<Vec<u8>, String> {
     Ok(buf)
 }
 
+/// The text of `--input @FILE`, read no further than a job could carry (the runner's
+/// own bound on the input is applied to the job after).
+fn read_input_file(path: &str) -> Result<String, String> {
+    const MAX: u64 = openvibe_skill_runner::job::MAX_JOB_TEXT_BYTES as u64;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read --input file {path}: {e}"))?;
+    if bytes.len() as u64 > MAX {
+        return Err(format!(
+            "--input file {path} is larger than {MAX} bytes, more than a job can carry"
+        ));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("--input file {path} is not UTF-8: {e}"))
+}
+
 /// `--input`: one JSON value (default `{}`), kept as the text written, so the tool reads
 /// exactly what was given (key order, number spelling, escapes).
 fn parse_input(input: Option<&str>) -> Result<JsonText, String> {
     let (text, from) = match input {
         None => ("{}".to_string(), "--input".to_string()),
         Some(s) => match s.strip_prefix('@') {
-            Some(path) => (
-                std::fs::read_to_string(path)
-                    .map_err(|e| format!("cannot read --input file {path}: {e}"))?,
-                format!("--input file {path}"),
-            ),
+            Some(path) => (read_input_file(path)?, format!("--input file {path}")),
             None => (s.to_string(), "--input".to_string()),
         },
     };
@@ -319,25 +343,57 @@ fn parse_input(input: Option<&str>) -> Result<JsonText, String> {
     })
 }
 
-fn print_json(result: &JobResult) {
+/// The result as one JSON line (SPEC): line breaks in the whitespace of the tool's output,
+/// kept as written elsewhere, are printed as spaces. A JSON text holds CR and LF only as
+/// whitespace between tokens (in strings they are escaped), so no value changes.
+fn print_json(result: &JobResult) -> ExitCode {
     match serde_json::to_string(result) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("openvibe-skill-runner: cannot print the result: {e}"),
+        Ok(s) => openvibe_skill_runner::cli::write_stdout(&format!("{}\n", one_line(&s))),
+        Err(e) => {
+            eprintln!("openvibe-skill-runner: cannot print the result: {e}");
+            ExitCode::from(70)
+        }
     }
 }
 
-fn print_human(r: &JobResult) {
+fn one_line(json: &str) -> String {
+    json.replace(['\n', '\r'], " ")
+}
+
+/// Text from the tool for a terminal: control characters but line breaks and tabs, and
+/// the characters that reorder text (bidi controls), are shown escaped, never sent.
+fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+fn print_human(r: &JobResult) -> ExitCode {
+    openvibe_skill_runner::cli::write_stdout(&summary(r))
+}
+
+/// `run`'s summary for a person: what the tool wrote is shown through [`shown`].
+fn summary(r: &JobResult) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
     let reason = r
         .reason_str()
         .map(|x| format!(" ({x})"))
         .unwrap_or_default();
-    println!("status: {}{reason}", r.status.as_str());
+    let _ = writeln!(s, "status: {}{reason}", r.status.as_str());
     if let Some(m) = &r.message {
-        println!("message: {m}");
+        let _ = writeln!(s, "message: {}", shown(m));
     }
     if let Some(o) = &r.output {
         // As the tool wrote it: a reformatted value could change its numbers or key order.
-        println!("output:\n{o}");
+        let _ = writeln!(s, "output:\n{}", shown(o.as_str()));
     }
     if !r.stderr.is_empty() {
         let more = if r.stderr_truncated {
@@ -345,13 +401,14 @@ fn print_human(r: &JobResult) {
         } else {
             ""
         };
-        println!("stderr:\n{}{more}", r.stderr.trim_end());
+        let _ = writeln!(s, "stderr:\n{}{more}", shown(r.stderr.trim_end()));
     }
     if !r.egress.is_empty() {
-        println!("egress:");
+        let _ = writeln!(s, "egress:");
         for e in &r.egress {
             // A name the tool asked for: shown escaped, never as terminal control bytes.
-            println!(
+            let _ = writeln!(
+                s,
                 "  {} {}:{} (sent {} B, received {} B)",
                 if e.allowed { "allowed" } else { "refused" },
                 e.host.escape_debug(),
@@ -361,7 +418,8 @@ fn print_human(r: &JobResult) {
             );
         }
     }
-    println!(
+    let _ = writeln!(
+        s,
         "wall {} ms, cpu {} ms, memory peak {:.1} MiB, net {}, node {}",
         r.wall_ms,
         r.cpu_ms,
@@ -369,4 +427,5 @@ fn print_human(r: &JobResult) {
         r.net.as_str(),
         r.node.as_deref().unwrap_or("?")
     );
+    s
 }

@@ -189,7 +189,7 @@ pub fn inspect(
     })?;
     let id = identity(&node)?;
     if let Some(cache) = cache_file {
-        if let Ok(text) = std::fs::read(cache) {
+        if let Ok(text) = read_no_follow(cache) {
             if let Ok(rec) = serde_json::from_slice::<CacheRecord>(&text) {
                 if rec.identity == id && rec.runtime.node == node {
                     check_supported(&rec.runtime, allow_node20)?;
@@ -245,13 +245,55 @@ pub fn inspect(
             runtime: runtime.clone(),
         };
         if let Ok(text) = serde_json::to_vec(&rec) {
-            let tmp = cache.with_extension("tmp");
-            if std::fs::write(&tmp, text).is_ok() {
-                let _ = std::fs::rename(&tmp, cache);
-            }
+            write_record(cache, &text);
         }
     }
     Ok(runtime)
+}
+
+/// The record's bytes, never through a link (the folder is the runner's own, checked by
+/// `state_dir::problem`; this is the second guard).
+fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Writes the record through a new file of a name of its own (never an existing file, never
+/// through a link; two runners writing at once each write whole files), then renames it
+/// over `cache`. Best effort: a failure costs one more inspection later.
+fn write_record(cache: &Path, text: &[u8]) {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    // Unique enough: a name taken already (create_new) only skips this write.
+    static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    let tmp = cache.with_file_name(format!(
+        ".runtime.{}.{}.{nanos:08x}.tmp",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .mode(0o644)
+        .open(&tmp)
+        .and_then(|mut f| f.write_all(text));
+    if written.is_err() || std::fs::rename(&tmp, cache).is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
 }
 
 fn check_supported(rt: &Runtime, allow_node20: bool) -> Result<(), RuntimeError> {
@@ -273,6 +315,28 @@ fn check_supported(rt: &Runtime, allow_node20: bool) -> Result<(), RuntimeError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_record_is_never_written_or_read_through_a_link() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "kept\n").expect("write");
+        let cache = dir.path().join("runtime.json");
+        // The name the record was once written through, and the record itself, as links.
+        std::os::unix::fs::symlink(&victim, dir.path().join("runtime.tmp")).expect("link");
+        std::os::unix::fs::symlink(&victim, &cache).expect("link");
+        assert!(read_no_follow(&cache).is_err(), "a link is not read");
+        write_record(&cache, b"{}");
+        assert_eq!(std::fs::read_to_string(&victim).expect("read"), "kept\n");
+        assert_eq!(read_no_follow(&cache).expect("the record"), b"{}");
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".tmp") && n != "runtime.tmp")
+            .collect();
+        assert!(left.is_empty(), "no temporary file left: {left:?}");
+    }
 
     #[test]
     fn versions_without_synchronous_module_hooks_are_named_a_gap() {

@@ -51,7 +51,7 @@ const CHECK_STATE_EVERY: Duration = Duration::from_secs(1);
 /// Reads the configuration for the daemon: a missing file is the default (off), so the
 /// daemon can start before `skills on` writes it.
 fn load_config(path: &Path) -> Result<Config, String> {
-    match std::fs::read_to_string(path) {
+    match crate::config::read_text(path) {
         // The same test as the CLI's (the uid range, the test hooks, the pool, the input
         // bound): a bad file stops the start, and on reload keeps the previous
         // configuration, instead of a daemon whose engine then refuses every job.
@@ -163,6 +163,10 @@ async fn serve(
     let state = config.runner.state_dir.clone();
     std::fs::create_dir_all(&state)
         .map_err(|e| format!("cannot create the state directory {}: {e}", state.display()))?;
+    // Before the lock, the journal or anything else is opened in it.
+    if let Some(problem) = crate::state_dir::problem(&state) {
+        return Err(problem);
+    }
     let _lock = recovery::lock_state_dir(&state)?;
     let journal_path = state.join(journal::FILE_NAME);
     let journal = Arc::new(Journal::open(&journal_path).map_err(|e| e.at_start(&journal_path))?);

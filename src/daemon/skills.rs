@@ -91,7 +91,7 @@ pub fn set(path: &Path, on: bool) -> Result<bool, SkillsError> {
 }
 
 fn read(path: &Path) -> Result<Option<String>, SkillsError> {
-    match std::fs::read_to_string(path) {
+    match crate::config::read_text(path) {
         Ok(t) => Ok(Some(t)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(err) => Err(SkillsError::Read {
@@ -191,10 +191,7 @@ pub fn cli(config: Option<&Path>, action: Action) -> std::process::ExitCode {
         Action::Off => set(path, false).map(|_| false),
     };
     match r {
-        Ok(on) => {
-            println!("{}", if on { "on" } else { "off" });
-            std::process::ExitCode::SUCCESS
-        }
+        Ok(on) => crate::cli::write_stdout(if on { "on\n" } else { "off\n" }),
         Err(e) => {
             eprintln!("openvibe-skill-runner: {e}");
             std::process::ExitCode::from(1)
