@@ -365,6 +365,9 @@ async fn reload_loop(
             || config.daemon.socket_group != started.daemon.socket_group
             || config.max_jobs() != started.max_jobs()
             || config.queue_len() != started.queue_len()
+            || config.daemon.header_timeout_ms != started.daemon.header_timeout_ms
+            || config.daemon.body_timeout_ms != started.daemon.body_timeout_ms
+            || config.daemon.log_json != started.daemon.log_json
             || format!("{:?}", config.runner) != format!("{:?}", started.runner);
         if restart_needed {
             tracing::warn!(
