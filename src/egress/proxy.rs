@@ -174,6 +174,7 @@ impl Egress {
         let stop = CancellationToken::new();
         let closing = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let log = Arc::new(LogBudget::default());
         let job = Arc::new(ServedJob {
             job_id: job_id.to_string(),
             net,
@@ -190,6 +191,7 @@ impl Egress {
             dns_in_flight: Arc::new(Semaphore::new(MAX_DNS_IN_FLIGHT)),
             names: Mutex::new(HashMap::new()),
             open: Mutex::new(OpenConnections::default()),
+            log: log.clone(),
         });
         let http = TcpListener::from_std(ns.http).map_err(JobEgressError::Serve)?;
         let https = TcpListener::from_std(ns.https).map_err(JobEgressError::Serve)?;
@@ -201,6 +203,8 @@ impl Egress {
         tracker.spawn(serve_dns_tcp(job, dns_tcp));
         Ok(JobEgress {
             netns: ns.netns,
+            job_id: job_id.to_string(),
+            log,
             recorder,
             stop,
             closing,
@@ -213,6 +217,8 @@ impl Egress {
 pub struct JobEgress {
     /// The job's network namespace, for the init stage to join.
     pub netns: OwnedFd,
+    job_id: String,
+    log: Arc<LogBudget>,
     recorder: Arc<Recorder>,
     stop: CancellationToken,
     closing: CancellationToken,
@@ -238,6 +244,10 @@ impl JobEgress {
             {
                 tracing::error!("egress tasks did not stop in time");
             }
+        }
+        let unlogged = self.log.unlogged();
+        if unlogged > 0 {
+            tracing::info!(job_id = %self.job_id, unlogged, "egress: attempts of this job not logged (its result's record holds them)");
         }
         self.recorder.records()
     }
@@ -272,6 +282,37 @@ struct ServedJob {
     names: Mutex<HashMap<String, Arc<OnceCell<Resolution>>>>,
     /// The proxied connections open now, to close the idlest at the cap.
     open: Mutex<OpenConnections>,
+    /// What this job may still write to the daemon's log.
+    log: Arc<LogBudget>,
+}
+
+/// Log lines a job's egress may cause: [`LOG_LINES`], then one saying the rest are not
+/// logged, and a count at the job's end. Every attempt is in the job's record anyway; the
+/// log is the host's, and journald drops a service's lines past its rate limit, so a job
+/// that opened thousands of connections would otherwise hide other jobs' errors.
+#[derive(Default)]
+pub(crate) struct LogBudget {
+    used: AtomicU64,
+}
+
+/// Log lines one job's egress may write.
+pub const LOG_LINES: u64 = 64;
+
+impl LogBudget {
+    /// Whether one more line may be logged for this job (the first past the budget logs
+    /// that the rest are not).
+    pub(crate) fn take(&self, job_id: &str) -> bool {
+        let n = self.used.fetch_add(1, Ordering::Relaxed);
+        if n == LOG_LINES {
+            tracing::info!(job_id = %job_id, "egress: this job's further attempts are not logged (its result's record holds them)");
+        }
+        n < LOG_LINES
+    }
+
+    /// Lines not logged for the budget.
+    pub(crate) fn unlogged(&self) -> u64 {
+        self.used.load(Ordering::Relaxed).saturating_sub(LOG_LINES)
+    }
 }
 
 #[derive(Default)]
@@ -305,7 +346,9 @@ impl Judge for ServedJob {
     }
 
     fn refused(&self, host: &str, refusal: &Refused) {
-        tracing::info!(job_id = %self.job_id, %host, port = 80, allowed = false, code = refusal.code.as_str(), reason = %refusal.why, "egress: request refused");
+        if self.log.take(&self.job_id) {
+            tracing::info!(job_id = %self.job_id, %host, port = 80, allowed = false, code = refusal.code.as_str(), reason = %refusal.why, "egress: request refused");
+        }
         self.recorder.refused(host, 80);
     }
 }
@@ -353,7 +396,9 @@ impl ServedJob {
             | DnsEvent::Malformed
             | DnsEvent::Dropped => return,
         };
-        tracing::info!(job_id = %self.job_id, host = %name, port = 53, allowed, outcome = ?outcome, "egress: name looked up");
+        if self.log.take(&self.job_id) {
+            tracing::info!(job_id = %self.job_id, host = %name, port = 53, allowed, outcome = ?outcome, "egress: name looked up");
+        }
         self.recorder.looked_up(name, allowed, outcome);
     }
 
@@ -400,7 +445,9 @@ impl ServedJob {
             return false;
         };
         if let Some(c) = open.by_id.remove(&id) {
-            tracing::info!(job_id = %self.job_id, idle_ms = idle.as_millis() as u64, "egress: closing an idle connection for a new one");
+            if self.log.take(&self.job_id) {
+                tracing::info!(job_id = %self.job_id, idle_ms = idle.as_millis() as u64, "egress: closing an idle connection for a new one");
+            }
             c.close.cancel();
         }
         true

@@ -81,7 +81,9 @@ async fn refuse(
     code: RefusalCode,
     why: &str,
 ) {
-    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = code.as_str(), reason = %why, "egress: connection refused");
+    if job.log.take(&job.job_id) {
+        tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = code.as_str(), reason = %why, "egress: connection refused");
+    }
     job.recorder.refused(host, port);
     let reply = sniff::refusal_reply(port, code, why);
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
@@ -166,13 +168,17 @@ async fn proxy_connection(
                 Ok(f) => Arc::new(f),
                 Err(e) => {
                     // `open` has recorded the refusal.
-                    tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = RefusalCode::Budget.as_str(), reason = %e, "egress: connection refused");
+                    if job.log.take(&job.job_id) {
+                        tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = RefusalCode::Budget.as_str(), reason = %e, "egress: connection refused");
+                    }
                     let reply = sniff::refusal_reply(port, RefusalCode::Budget, &e.to_string());
                     let _ = conn.write_all(&reply).await;
                     return;
                 }
             };
-            tracing::info!(job_id = %job.job_id, %host, port, to = %connect_to, allowed = true, "egress: connection allowed");
+            if job.log.take(&job.job_id) {
+                tracing::info!(job_id = %job.job_id, %host, port, to = %connect_to, allowed = true, "egress: connection allowed");
+            }
             let deadline = tokio::time::Instant::from_std(flow.deadline());
             let served = tokio::time::timeout_at(deadline, async {
                 let upstream = match connect(connect_to, &flow).await {
@@ -217,7 +223,9 @@ async fn proxy_connection(
                 )),
             };
             if let Err(e) = ended {
-                tracing::info!(job_id = %job.job_id, %host, port, error = %e, "egress: connection ended");
+                if job.log.take(&job.job_id) {
+                    tracing::info!(job_id = %job.job_id, %host, port, error = %e, "egress: connection ended");
+                }
             }
         }
     }
@@ -238,11 +246,15 @@ pub(super) async fn lookup(job: &ServedJob, name: &str) -> Resolution {
         Ok(Err(e)) if e.is_nx_domain() => Resolution::NxDomain,
         Ok(Err(e)) if e.is_no_records_found() => Resolution::NoRecords,
         Ok(Err(e)) => {
-            tracing::info!(job_id = %job.job_id, host = %name, error = %e, "egress: upstream lookup failed");
+            if job.log.take(&job.job_id) {
+                tracing::info!(job_id = %job.job_id, host = %name, error = %e, "egress: upstream lookup failed");
+            }
             Resolution::Failed
         }
         Err(_) => {
-            tracing::info!(job_id = %job.job_id, host = %name, "egress: upstream lookup timed out");
+            if job.log.take(&job.job_id) {
+                tracing::info!(job_id = %job.job_id, host = %name, "egress: upstream lookup timed out");
+            }
             Resolution::Failed
         }
     }

@@ -146,3 +146,82 @@ fn udp_queries_too_long_or_past_the_cap_are_dropped() {
         "{records:?}"
     );
 }
+
+/// Counts the lines a subscriber writes.
+#[derive(Clone, Default)]
+struct Lines(Arc<AtomicU64>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = buf.iter().filter(|&&b| b == b'\n').count() as u64;
+        self.0.fetch_add(n, Ordering::Relaxed);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A job that opens many connections writes at most `LOG_LINES` lines about them to the
+/// daemon's log, one more saying the rest are not logged, and a count at its end; its
+/// record still holds every attempt. Before, each refused connection was a line: a few
+/// thousand a second, past journald's rate limit, which then dropped other jobs' lines.
+#[test]
+fn a_job_writes_a_bounded_number_of_log_lines_however_many_attempts() {
+    use nix::sched::{setns, CloneFlags};
+    use std::os::fd::AsFd;
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped(
+            "a_job_writes_a_bounded_number_of_log_lines_however_many_attempts",
+            &missing,
+        );
+        return;
+    }
+    const ATTEMPTS: usize = 200;
+    let lines = Lines::default();
+    let counted = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || counted.clone())
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    // One thread runs every task of the job's egress, under the counting subscriber.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let egress = Egress::new(EgressPolicy::shipped(), &[]);
+    let records = tracing::subscriber::with_default(subscriber, || {
+        rt.block_on(async {
+            let job = egress
+                .start("log-budget-test", Net::OpenvibeOnly)
+                .await
+                .unwrap_or_else(|e| panic!("egress: {e}"));
+            let netns = job.netns.as_fd().try_clone_to_owned().expect("netns fd");
+            tokio::task::spawn_blocking(move || {
+                setns(&netns, CloneFlags::CLONE_NEWNET).expect("setns");
+                for _ in 0..ATTEMPTS {
+                    // Connected, then closed with nothing sent: refused, one attempt each.
+                    let c = std::net::TcpStream::connect("127.0.0.1:80").expect("connect");
+                    drop(c);
+                }
+            })
+            .await
+            .expect("the client");
+            job.finish().await
+        })
+    });
+    let refused = records.iter().filter(|r| !r.allowed).count();
+    assert!(
+        refused >= ATTEMPTS / 2,
+        "the record keeps the attempts: {refused}"
+    );
+    let logged = lines.0.load(Ordering::Relaxed);
+    assert!(
+        logged <= LOG_LINES + 2,
+        "{logged} log lines for {ATTEMPTS} attempts"
+    );
+    assert!(
+        logged >= LOG_LINES,
+        "the first attempts are logged: {logged}"
+    );
+}
