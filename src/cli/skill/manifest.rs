@@ -28,6 +28,10 @@ pub(super) fn load_manifest_at(root: BorrowedFd<'_>, dir: &Path) -> Result<Manif
         }
         other => other.into_skill_error(&path, "the manifest"),
     })?;
+    shape_problem(&text).map_err(|message| SkillError::Manifest {
+        path: path.clone(),
+        message,
+    })?;
     let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| SkillError::Manifest {
         path: path.clone(),
         message: format!("is not a valid actor.skill@2 manifest: {e}; fix the field it names"),
@@ -37,6 +41,41 @@ pub(super) fn load_manifest_at(root: BorrowedFd<'_>, dir: &Path) -> Result<Manif
         message,
     })?;
     Ok(manifest)
+}
+
+/// What the typed reading would let pass: a key given twice anywhere (readers disagree on
+/// which one wins, so `"required"` twice in `args` could drop the check of required keys),
+/// and an array where an object belongs (serde reads a struct from an array too, by
+/// position).
+fn shape_problem(text: &[u8]) -> Result<(), String> {
+    let text = std::str::from_utf8(text)
+        .map_err(|e| format!("is not UTF-8 ({e}); save it as UTF-8 text"))?;
+    if text.starts_with('\u{feff}') {
+        // Said plainly rather than as "expected value at line 1 column 1".
+        return Err("starts with a byte order mark; save it as UTF-8 without one".into());
+    }
+    let value: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| format!("is not a valid actor.skill@2 manifest: {e}; fix the JSON there"))?;
+    crate::json_text::JsonText::parse(text, crate::json_text::DuplicateKeys::Refuse)
+        .map_err(|e| format!("is refused: {e}; give each key once"))?;
+    let object = |v: &serde_json::Value, at: &str| -> Result<(), String> {
+        if v.is_object() {
+            Ok(())
+        } else {
+            Err(format!("{at} must be a JSON object"))
+        }
+    };
+    object(&value, "the manifest")?;
+    if let Some(tools) = value.get("tools").and_then(|t| t.as_array()) {
+        for (i, tool) in tools.iter().enumerate() {
+            object(tool, &format!("tools[{i}]"))?;
+            // (`args` is a JSON value, checked as a schema object below.)
+            if let Some(v) = tool.get("limits") {
+                object(v, &format!("tools[{i}].limits"))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every rule on the manifest that the runner relies on, in words when one is broken.

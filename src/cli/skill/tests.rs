@@ -871,3 +871,51 @@ fn every_test_skill_builds_a_valid_job() {
         }
     }
 }
+
+#[test]
+fn a_key_twice_anywhere_in_the_manifest_is_refused() {
+    // In `args`, the typed reading kept the last "required": the check of required keys
+    // was dropped without a word.
+    let dir = good_dir();
+    let mut text = manifest_with(vec![count_tool()]).to_string();
+    let args_at = text.find("\"args\":{").expect("args") + "\"args\":{".len();
+    text.insert_str(args_at, "\"required\":[\"text\"],\"required\":[],");
+    write(&dir, "skill.json", &text);
+    let e = load_manifest(dir.path()).expect_err("a key twice");
+    assert!(e.to_string().contains("required"), "{e}");
+    assert!(e.to_string().contains("each key once"), "{e}");
+}
+
+#[test]
+fn an_array_where_an_object_belongs_is_refused() {
+    // serde reads a struct from an array by position: this ran before.
+    let dir = good_dir();
+    write(
+        &dir,
+        "skill.json",
+        r#"["arr","1","sandbox",[["count_words","d","javascript","tools/count.js",{},"deny",[5000,16777216]]]]"#,
+    );
+    let e = load_manifest(dir.path()).expect_err("an array manifest");
+    assert!(
+        e.to_string().contains("the manifest must be a JSON object"),
+        "{e}"
+    );
+    let mut tool = count_tool();
+    tool["limits"] = json!([5000, 16777216]);
+    let dir = skill_dir(&manifest_with(vec![tool]));
+    let e = load_manifest(dir.path()).expect_err("array limits");
+    assert!(
+        e.to_string()
+            .contains("tools[0].limits must be a JSON object"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_named() {
+    let dir = good_dir();
+    let text = format!("\u{feff}{}", manifest_with(vec![count_tool()]));
+    write(&dir, "skill.json", &text);
+    let e = load_manifest(dir.path()).expect_err("a BOM");
+    assert!(e.to_string().contains("byte order mark"), "{e}");
+}
