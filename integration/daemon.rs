@@ -140,13 +140,19 @@ impl Daemon {
     }
 
     fn spawn(&mut self) {
+        self.spawn_with(|_| {});
+    }
+
+    /// [`Daemon::spawn`], its command changed by `adjust` first.
+    fn spawn_with(&mut self, adjust: impl FnOnce(&mut Command)) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("daemon.log"))
             .expect("log file");
-        let child = self
-            .serve_command()
+        let mut serve = self.serve_command();
+        adjust(&mut serve);
+        let child = serve
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
@@ -1702,4 +1708,38 @@ fn request_bodies_past_the_daemons_budget_are_refused_busy() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert_host_clean("dtest-budget");
+}
+
+/// Started with a low soft limit on open files (a shell's 1024, here 256), the daemon
+/// raises it to the hard limit: a few jobs with egress hold hundreds of descriptors in it.
+#[test]
+fn the_daemon_raises_its_open_files_limit_to_the_hard_limit() {
+    require_host();
+    let _h = exclusive();
+    use nix::sys::resource::{getrlimit, Resource};
+    let (_, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    assert!(hard > 256, "the test needs a hard limit above 256: {hard}");
+    let mut d = Daemon::prepare("");
+    d.spawn_with(|c| {
+        use std::os::unix::process::CommandExt as _;
+        // SAFETY: only setrlimit, async-signal-safe, between fork and exec.
+        unsafe {
+            c.pre_exec(move || {
+                nix::sys::resource::setrlimit(Resource::RLIMIT_NOFILE, 256, hard)
+                    .map_err(std::io::Error::from)
+            });
+        }
+    });
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", d.pid())).expect("limits");
+    let line = limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .expect("the open files line");
+    let soft: u64 = line
+        .split_whitespace()
+        .nth(3)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("{line}"));
+    assert_eq!(soft, hard, "{line}");
+    d.stop();
 }

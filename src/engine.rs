@@ -190,7 +190,7 @@ impl Engine {
             return Err(layer(problem));
         }
         let state = config.runner.state_dir.clone();
-        std::fs::create_dir_all(&state).map_err(|e| {
+        crate::state_dir::create(&state).map_err(|e| {
             layer(format!(
                 "cannot create the state directory {}: {e}",
                 state.display()

@@ -13,6 +13,17 @@
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
+/// Makes the state directory (and any missing folder above it) readable by the runner's
+/// user alone, as the packaged unit's `StateDirectoryMode=0700` does: it holds every job's
+/// result and the skills' code. A folder that is there is left as it is.
+pub fn create(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
 /// What is wrong with `dir` as the state directory, with what to do; `None` when the
 /// runner may trust it. `dir` must exist.
 pub fn problem(dir: &Path) -> Option<String> {
@@ -209,6 +220,18 @@ mod tests {
         let to_open = top.path().join("to-open");
         std::os::unix::fs::symlink(&open, &to_open).expect("symlink");
         assert!(problem(&to_open).is_some(), "judged where it leads");
+    }
+
+    #[test]
+    fn a_state_directory_the_runner_makes_is_its_users_alone() {
+        let top = tempfile::tempdir().expect("a temporary folder");
+        let state = top.path().join("made/state");
+        super::create(&state).expect("create");
+        for dir in [&state, &top.path().join("made")] {
+            let mode = std::fs::metadata(dir).expect("stat").permissions().mode() & 0o777;
+            assert_eq!(mode, 0o700, "{}", dir.display());
+        }
+        assert_eq!(problem(&state), None);
     }
 
     #[test]

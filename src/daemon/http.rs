@@ -309,10 +309,10 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
         Ok(b) => b,
         Err(r) => return r,
     };
-    let submitted = jobs.submit(&body.bytes).await;
-    // Not held while a `?wait=1` waits for the job's end: each of up to 512 connections
-    // may have brought its request_max_bytes.
-    drop(body);
+    // Run whole even if the caller hangs up meanwhile; the body is released once the job
+    // is decided, not held while a `?wait=1` waits for its end (each of up to 512
+    // connections may have brought its request_max_bytes).
+    let submitted = jobs.submit_whole(body).await;
     match submitted {
         Submitted::BadRequest(code, m) => error(StatusCode::BAD_REQUEST, code, &m),
         Submitted::Stopping => error(

@@ -284,6 +284,31 @@ impl Jobs {
     }
 
     /// Takes one submitted job (the request body).
+    /// [`Jobs::submit`] in a task of its own, which runs to its end even when the caller
+    /// stops waiting: a client that hangs up drops its request's handler and every future
+    /// it awaits, and a submission cut between its steps (the id reserved, the journal's
+    /// lookup or acceptance, the job's start) would leave the id reserved for good, its
+    /// place in the queue taken, or an accepted job that never runs. The body is released
+    /// once the submission is decided.
+    pub async fn submit_whole(self: &Arc<Self>, body: super::body::HeldBody) -> Submitted {
+        let jobs = self.clone();
+        let submitting = self.tasks.spawn(async move {
+            let submitted = jobs.submit(&body.bytes).await;
+            drop(body);
+            submitted
+        });
+        match submitting.await {
+            Ok(submitted) => submitted,
+            Err(e) => {
+                tracing::error!(error = %e, "a submission failed");
+                Submitted::Internal(
+                    "the runner failed while taking the job (a bug: its log says where); send it again"
+                        .into(),
+                )
+            }
+        }
+    }
+
     pub async fn submit(self: &Arc<Self>, body: &[u8]) -> Submitted {
         if self.stopping.is_cancelled() {
             return Submitted::Stopping;

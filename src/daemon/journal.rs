@@ -161,6 +161,25 @@ fn file_id(path: &Path) -> std::io::Result<(u64, u64)> {
 /// Opens the database at `path` in WAL mode with every write synchronous, checks that it
 /// is whole, and makes the tables.
 fn connect(path: &Path) -> Result<Connection, JournalError> {
+    // Made readable by the runner alone (results hold what tools wrote); SQLite gives the
+    // `-wal` and `-shm` files the database file's mode.
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if let Err(e) = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+        {
+            if e.kind() != std::io::ErrorKind::AlreadyExists {
+                return Err(JournalError::new(
+                    Trouble::Io,
+                    format!("cannot create {}: {e}", path.display()),
+                ));
+            }
+        }
+    }
     let conn = Connection::open(path)?;
     conn.busy_timeout(std::time::Duration::from_secs(10))?;
     let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;

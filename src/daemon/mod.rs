@@ -108,6 +108,7 @@ pub fn serve_cli(args: ServeArgs) -> ExitCode {
     };
     apply_overrides(&mut config, &args);
     init_logging(args.log_json || config.daemon.log_json);
+    raise_open_files();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("ovsr-daemon")
@@ -128,6 +129,24 @@ pub fn serve_cli(args: ServeArgs) -> ExitCode {
             eprintln!("openvibe-skill-runner: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+/// Raises the soft limit on open files to the hard one. A job with egress holds a few
+/// hundred descriptors in the daemon (its proxied connections both ways, its DNS queries,
+/// its listeners); started from a shell or `sudo` the soft limit is often 1024, which a few
+/// such jobs would spend, starving the others and the API socket. (The unit sets 65536.)
+fn raise_open_files() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    match getrlimit(Resource::RLIMIT_NOFILE) {
+        Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+            Ok(()) => tracing::debug!(from = soft, to = hard, "open files limit raised"),
+            Err(e) => {
+                tracing::warn!(soft, hard, error = %e, "cannot raise the open files limit")
+            }
+        },
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot read the open files limit"),
     }
 }
 
@@ -161,7 +180,7 @@ async fn serve(
         hup,
     } = signals()?;
     let state = config.runner.state_dir.clone();
-    std::fs::create_dir_all(&state)
+    crate::state_dir::create(&state)
         .map_err(|e| format!("cannot create the state directory {}: {e}", state.display()))?;
     // Before the lock, the journal or anything else is opened in it.
     if let Some(problem) = crate::state_dir::problem(&state) {

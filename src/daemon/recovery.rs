@@ -21,27 +21,31 @@ use std::path::Path;
 
 /// The flock that keeps a second daemon off this state directory; held while it lives.
 pub struct StateLock {
-    _file: std::fs::File,
+    _dir: std::fs::File,
 }
 
+/// Locks the state directory itself (a flock on the folder's own descriptor), not a file in
+/// it: a lock file removed by a cleaner or a mistaken `rm` would let a second daemon take a
+/// new one and then record the first one's jobs `runner_restarted` and remove what they run.
 pub fn lock_state_dir(state: &Path) -> Result<StateLock, String> {
-    let path = state.join("daemon.lock");
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let dir = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(state)
+        .map_err(|e| format!("cannot open the state directory {}: {e}", state.display()))?;
     // SAFETY: flock on a descriptor we own.
-    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    let r = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if r != 0 {
         return Err(format!(
-            "another daemon uses the state directory {} (it holds {}); give this one --state-dir",
-            state.display(),
-            path.display()
+            "another daemon uses the state directory {} (it holds the folder's lock); give \
+             this one --state-dir",
+            state.display()
         ));
     }
-    Ok(StateLock { _file: file })
+    // An earlier version's lock file: nothing reads it now.
+    let _ = std::fs::remove_file(state.join("daemon.lock"));
+    Ok(StateLock { _dir: dir })
 }
 
 /// The runner pid in a job's name `<job_id>.<pid>.<seq>`.
@@ -256,7 +260,18 @@ mod tests {
             lock_state_dir(tmp.path()).is_err(),
             "one daemon per state dir"
         );
+        // Nothing in the folder a cleaner could remove frees it.
+        for entry in std::fs::read_dir(tmp.path()).unwrap().flatten() {
+            if entry.file_type().unwrap().is_file() {
+                std::fs::remove_file(entry.path()).unwrap();
+            }
+        }
+        assert!(
+            lock_state_dir(tmp.path()).is_err(),
+            "still one daemon once the folder's files are removed"
+        );
         drop(lock);
+        assert!(lock_state_dir(tmp.path()).is_ok(), "free once let go");
         // No cgroup host is needed for the directories; a failing detection is reported.
         let _ = clean_leftovers(None, &Config::default(), &jobs, &[]);
         assert!(!dead.exists());

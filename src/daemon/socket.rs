@@ -355,6 +355,76 @@ mod tests {
         let _ = conn.await;
     }
 
+    /// A caller that sends a whole job and hangs up at once (an HTTP client that timed out,
+    /// a scheduler that restarted) drops its request's handler while the daemon checks the
+    /// id in the journal. The submission still runs to its end: every such job is decided
+    /// (here `runner_unavailable`: no engine), nothing keeps its place, and the id sent
+    /// again is answered at once. Before, the id stayed reserved for good (a resubmission
+    /// waited forever, GET said `queued`) and a job accepted in the journal never ran.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_that_hangs_up_mid_submission_leaves_no_id_half_taken() {
+        use tokio::io::AsyncWriteExt as _;
+        let config = crate::config::Config::parse(&format!(
+            "[worker]\nfunctions = [\"{}\"]\n[runner]\nmax_jobs = 1\nqueue_len = 1\n",
+            crate::job::ARTIFACT
+        ))
+        .unwrap();
+        let d = super::super::jobs::tests::jobs_under(None, &config);
+        let jobs = d.jobs.clone();
+        let ids: Vec<String> = (0..20).map(|i| format!("gone-{i}")).collect();
+        for id in &ids {
+            let body = crate::daemon::admit::tests::body(id);
+            let (mut client, server) = UnixStream::pair().unwrap();
+            let served = tokio::spawn(serve_peer(
+                server,
+                Some(p(0, 0, &[])),
+                jobs.clone(),
+                CancellationToken::new(),
+            ));
+            let mut req = format!(
+                "POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            req.extend_from_slice(&body);
+            client.write_all(&req).await.unwrap();
+            client.shutdown().await.unwrap();
+            drop(client);
+            let _ = tokio::time::timeout(Duration::from_secs(2), served).await;
+        }
+        // Each hang-up came before the daemon took the job (nothing of it is left) or after
+        // (the job is decided): never half-way.
+        for id in &ids {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            loop {
+                let state = jobs.lookup(id).await.ok().flatten().map(|e| e.state);
+                if matches!(state, None | Some("done")) {
+                    break;
+                }
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "{id} is still {state:?} 5 s after its caller hung up"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            tokio::time::timeout(
+                Duration::from_secs(2),
+                jobs.submit(&crate::daemon::admit::tests::body(id)),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{id} sent again was not answered within 2 s"));
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while jobs.load() != (0, 0) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "places still held: {:?}",
+                jobs.load()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     #[tokio::test]
     async fn a_stale_socket_is_replaced_a_live_one_is_not() {
         let tmp = tempfile::tempdir().unwrap();

@@ -104,7 +104,7 @@ impl Jobs {
         result: JobResult,
         overhead: Option<f64>,
     ) {
-        let result = Arc::new(result);
+        let mut result = Arc::new(result);
         self.metrics.ended(&result, admit::ran(&result), overhead);
         log_end(&result, tool);
         let mut wait = Duration::from_millis(100);
@@ -116,9 +116,16 @@ impl Jobs {
             let e = match written {
                 Some(Ok(())) => break true,
                 Some(Err(e)) if e.kind == Trouble::Conflict => {
-                    // Not the disk: the row is not waiting for this result. Retrying
-                    // cannot help; the journal keeps whatever it holds for the id.
-                    tracing::error!(job_id = %id, error = %e, "a job's result does not fit its journal row");
+                    // Not the disk: the row is not waiting for this result (another
+                    // process ended it). Retrying cannot help; what the journal holds is
+                    // the id's answer, so that is what is shown, never this result.
+                    tracing::error!(job_id = %id, error = %e, "a job's result does not fit its journal row; the journal's answer stands");
+                    let key = id.to_string();
+                    if let Some(Ok(Some(Entry::Done(held)))) =
+                        self.blocking(move |j| j.get(&key)).await
+                    {
+                        result = Arc::new(*held);
+                    }
                     break true;
                 }
                 other => journal_failure(other),

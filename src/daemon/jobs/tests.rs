@@ -622,3 +622,29 @@ fn the_envelope_has_specs_three_keys_in_every_state() {
     assert_eq!(done["state"], "done");
     assert_eq!(done["result"]["status"], "cancelled");
 }
+
+/// A second process ended a running job's journal row (a second daemon that recovered it):
+/// the first one's result no longer fits the row, and what it shows is the journal's answer,
+/// the same one a later submission of the id gets. Before, it showed its own result, and the
+/// id had two answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_that_does_not_fit_its_row_shows_the_journals_answer() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let h = handle(d.jobs.submit(&body("two")).await);
+    until("it starts", || stand.runs() == 1).await;
+    let other = Journal::open(d.jobs.journal().path()).expect("the same journal");
+    let recovered = other
+        .recover(|id, net| journal::restarted(id, net, None))
+        .expect("recover");
+    assert_eq!(recovered, vec!["two".to_string()]);
+    stand.go.add_permits(1);
+    let shown = done(&h).await;
+    assert_eq!(shown.reason_str(), Some("runner_restarted"), "{shown:?}");
+    let again = ended(d.jobs.submit(&body("two")).await);
+    assert_eq!(
+        (shown.status, shown.reason_str()),
+        (again.status, again.reason_str()),
+        "one answer for one id"
+    );
+}

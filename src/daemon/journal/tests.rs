@@ -278,3 +278,19 @@ fn prune_keeps_the_id_and_end_of_a_job_that_ran_and_removes_a_rejected_one() {
         .unwrap());
     assert!(matches!(j.get("old").unwrap(), Some(Entry::Pruned(_))));
 }
+
+#[test]
+fn the_journal_is_readable_by_the_runner_alone() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let j = Journal::open(&dir.path().join(FILE_NAME)).expect("open");
+    j.begin_run(1).expect("a write");
+    for name in [FILE_NAME.to_string(), format!("{FILE_NAME}-wal")] {
+        let mode = std::fs::metadata(dir.path().join(&name))
+            .expect("stat")
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{name}: results hold what tools wrote");
+    }
+}
