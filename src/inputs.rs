@@ -107,6 +107,21 @@ pub struct Cache {
     counters: Arc<Counters>,
 }
 
+/// A cache entry opened to read, never through a link and only a regular file (the
+/// folder is the runner's own; this is the second guard).
+fn open_entry(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
 impl Cache {
     pub fn new(dir: PathBuf, max_bytes: u64) -> Cache {
         Cache {
@@ -120,7 +135,7 @@ impl Cache {
     /// A hit makes the entry the most recently used.
     pub fn get(&self, digest: &[u8; 32]) -> Option<Vec<u8>> {
         let path = self.dir.join(hex::encode(digest));
-        let mut file = std::fs::File::open(&path).ok()?;
+        let mut file = open_entry(&path).ok()?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).ok()?;
         if &sha256(&bytes) == digest {
@@ -153,10 +168,8 @@ impl Cache {
     pub fn put(&self, digest: &[u8; 32], bytes: &[u8]) {
         let name = hex::encode(digest);
         let path = self.dir.join(&name);
-        if path.exists() {
-            if let Ok(f) = std::fs::File::open(&path) {
-                let _ = f.set_modified(SystemTime::now());
-            }
+        if let Ok(f) = open_entry(&path) {
+            let _ = f.set_modified(SystemTime::now());
             return;
         }
         let cost = charge(bytes.len() as u64);
@@ -469,6 +482,21 @@ mod tests {
         let f = std::fs::File::open(cache_dir.join(hex::encode(digest))).unwrap();
         f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago))
             .unwrap();
+    }
+
+    #[test]
+    fn a_cache_entry_is_never_read_through_a_link() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        let cache = Cache::new(dir.clone(), 10 * 4096);
+        let bytes = b"the real bytes".to_vec();
+        let digest = sha256(&bytes);
+        // A link named as the entry, to a file holding those very bytes elsewhere.
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::write(&elsewhere, &bytes).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, dir.join(hex::encode(digest))).unwrap();
+        assert_eq!(cache.get(&digest), None, "read through a link");
     }
 
     #[test]
