@@ -129,6 +129,18 @@ fn without_cap_sys_time_a_job_still_reads_its_own_clock() {
     assert_host_clean("itest-clock-userns");
 }
 
+/// A state directory whose runner hands each job to a sandbox warmed for it (the test
+/// hook `runner.warm_every_job`), or runs it cold.
+fn warm_or_cold(warm: bool) -> State {
+    let state = State::new();
+    std::fs::write(
+        state.path().join("config.toml"),
+        hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
+    )
+    .expect("the configuration");
+    state
+}
+
 /// The capabilities the packaged unit leaves the daemon (`CapabilityBoundingSet=` of
 /// packaging/openvibe-skill-runner.service), as `setpriv --bounding-set` takes them.
 fn the_units_bounding_set() -> String {
@@ -158,12 +170,7 @@ fn the_packaged_units_capabilities_run_jobs_warm_and_cold() {
     let _h = exclusive();
     let bounding = the_units_bounding_set();
     for warm in [false, true] {
-        let state = State::new();
-        std::fs::write(
-            state.path().join("config.toml"),
-            hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
-        )
-        .expect("the configuration");
+        let state = warm_or_cold(warm);
         let under_unit = || runner_under(&["setpriv", "--bounding-set", &bounding], state.path());
         let doctor = under_unit()
             .arg("doctor")
@@ -254,12 +261,7 @@ fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
         .to_string();
     let code = "setTimeout(() => process.stdout.write(JSON.stringify({waited: true})), 1500);";
     for warm in [false, true] {
-        let state = State::new();
-        std::fs::write(
-            state.path().join("config.toml"),
-            hermetic(&format!("[runner]\nwarm_every_job = {warm}\n")),
-        )
-        .expect("the configuration");
+        let state = warm_or_cold(warm);
         let mut child = runner_under(&["nice", "-n", "5"], state.path())
             .args(["run-job", "-"])
             .stdin(std::process::Stdio::piped())

@@ -27,47 +27,28 @@ pub fn create(dir: &Path) -> std::io::Result<()> {
 /// What is wrong with `dir` as the state directory, with what to do; `None` when the
 /// runner may trust it. `dir` must exist.
 pub fn problem(dir: &Path) -> Option<String> {
+    judged(dir).err()
+}
+
+fn judged(dir: &Path) -> Result<(), String> {
     let me = nix::unistd::geteuid().as_raw();
-    let absolute = match std::path::absolute(dir) {
-        Ok(p) => p,
-        Err(e) => {
-            return Some(format!(
-                "cannot resolve the state directory {}: {e}",
-                dir.display()
-            ))
-        }
+    let cannot = |what: &str, e: std::io::Error| {
+        format!("cannot {what} the state directory {}: {e}", dir.display())
     };
-    let real = match std::fs::canonicalize(&absolute) {
-        Ok(p) => p,
-        Err(e) => {
-            return Some(format!(
-                "cannot resolve the state directory {}: {e}",
-                dir.display()
-            ))
-        }
-    };
+    let absolute = std::path::absolute(dir).map_err(|e| cannot("resolve", e))?;
+    let real = std::fs::canonicalize(&absolute).map_err(|e| cannot("resolve", e))?;
     for path in [&absolute, &real] {
-        if let Some(p) = along(path, me, dir) {
-            return Some(p);
-        }
+        along(path, me, dir)?;
     }
-    let meta = match std::fs::metadata(&real) {
-        Ok(m) => m,
-        Err(e) => {
-            return Some(format!(
-                "cannot inspect the state directory {}: {e}",
-                dir.display()
-            ))
-        }
-    };
+    let meta = std::fs::metadata(&real).map_err(|e| cannot("inspect", e))?;
     if !meta.is_dir() {
-        return Some(format!(
+        return Err(format!(
             "the state directory {} is not a folder",
             dir.display()
         ));
     }
     if meta.uid() != me || meta.mode() & 0o022 != 0 {
-        return Some(format!(
+        return Err(format!(
             "the state directory {} (owner uid {}, mode {:o}) must belong to the runner's user \
              (uid {me}) and be writable by it alone: another user could plant files the \
              runner trusts; use a folder only this user may change (chown {me} and chmod \
@@ -77,12 +58,12 @@ pub fn problem(dir: &Path) -> Option<String> {
             meta.mode() & 0o7777
         ));
     }
-    None
+    Ok(())
 }
 
 /// Each folder and link on the way to `path` (not `path` itself when it is a folder: the
 /// caller checks it as the state directory), looked at without following links.
-fn along(path: &Path, me: u32, shown: &Path) -> Option<String> {
+fn along(path: &Path, me: u32, shown: &Path) -> Result<(), String> {
     let mut prefix = PathBuf::new();
     let parts: Vec<Component> = path.components().collect();
     for (i, part) in parts.iter().enumerate() {
@@ -90,7 +71,7 @@ fn along(path: &Path, me: u32, shown: &Path) -> Option<String> {
         let meta = match std::fs::symlink_metadata(&prefix) {
             Ok(m) => m,
             Err(e) => {
-                return Some(format!(
+                return Err(format!(
                     "cannot inspect {} on the way to the state directory {}: {e}",
                     prefix.display(),
                     shown.display()
@@ -102,7 +83,7 @@ fn along(path: &Path, me: u32, shown: &Path) -> Option<String> {
             break;
         }
         if meta.uid() != 0 && meta.uid() != me {
-            return Some(format!(
+            return Err(format!(
                 "{} on the way to the state directory {} belongs to uid {}: that user could \
                  replace what the runner trusts; use a state directory whose every folder \
                  and link belongs to root or to the runner's user",
@@ -113,7 +94,7 @@ fn along(path: &Path, me: u32, shown: &Path) -> Option<String> {
         }
         let sticky = meta.mode() & 0o1000 != 0;
         if meta.is_dir() && meta.mode() & 0o022 != 0 && !sticky {
-            return Some(format!(
+            return Err(format!(
                 "{} on the way to the state directory {} may be written by other users \
                  (mode {:o}) and is not sticky: they could rename the state directory and \
                  put their own in its place; use a state directory elsewhere",
@@ -123,7 +104,7 @@ fn along(path: &Path, me: u32, shown: &Path) -> Option<String> {
             ));
         }
     }
-    None
+    Ok(())
 }
 
 #[cfg(test)]
