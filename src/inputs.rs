@@ -107,21 +107,6 @@ pub struct Cache {
     counters: Arc<Counters>,
 }
 
-/// A cache entry opened to read, never through a link and only a regular file (the
-/// folder is the runner's own; this is the second guard).
-fn open_entry(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if file.metadata()?.is_file() {
-        Ok(file)
-    } else {
-        Err(std::io::Error::other("not a regular file"))
-    }
-}
-
 impl Cache {
     pub fn new(dir: PathBuf, max_bytes: u64) -> Cache {
         Cache {
@@ -135,7 +120,7 @@ impl Cache {
     /// A hit makes the entry the most recently used.
     pub fn get(&self, digest: &[u8; 32]) -> Option<Vec<u8>> {
         let path = self.dir.join(hex::encode(digest));
-        let mut file = open_entry(&path).ok()?;
+        let mut file = crate::state_dir::open_file(&path).ok()?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes).ok()?;
         if &sha256(&bytes) == digest {
@@ -168,7 +153,7 @@ impl Cache {
     pub fn put(&self, digest: &[u8; 32], bytes: &[u8]) {
         let name = hex::encode(digest);
         let path = self.dir.join(&name);
-        if let Ok(f) = open_entry(&path) {
+        if let Ok(f) = crate::state_dir::open_file(&path) {
             let _ = f.set_modified(SystemTime::now());
             return;
         }

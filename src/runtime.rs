@@ -251,20 +251,11 @@ pub fn inspect(
     Ok(runtime)
 }
 
-/// The record's bytes, never through a link (the folder is the runner's own, checked by
-/// `state_dir::problem`; this is the second guard).
+/// The record's bytes, never through a link ([`crate::state_dir::open_file`]).
 fn read_no_follow(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
     let mut bytes = Vec::new();
-    file.read_to_end(&mut bytes)?;
+    crate::state_dir::open_file(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
 }
 

@@ -24,6 +24,22 @@ pub fn create(dir: &Path) -> std::io::Result<()> {
         .create(dir)
 }
 
+/// A file of the state directory opened to read: never through a link, and only a regular
+/// file (no pipe to block on, no device). The folder is the runner's own ([`problem`]);
+/// this is the second guard, for the runtime record and the input cache.
+pub fn open_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(path)?;
+    if file.metadata()?.is_file() {
+        Ok(file)
+    } else {
+        Err(std::io::Error::other("not a regular file"))
+    }
+}
+
 /// What is wrong with `dir` as the state directory, with what to do; `None` when the
 /// runner may trust it. `dir` must exist.
 pub fn problem(dir: &Path) -> Option<String> {

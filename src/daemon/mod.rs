@@ -515,46 +515,40 @@ pub fn info(jobs: &Jobs) -> Info {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn the_daemon_refuses_what_the_cli_refuses_before_its_engine_starts() {
+    /// The daemon's loader on a file of `text`.
+    fn loaded(text: &str) -> Result<crate::config::Config, String> {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let path = dir.path().join("config.toml");
-        std::fs::write(&path, "[runner]\nsandbox_uid_count = 0\n").expect("write");
-        let e = super::load_config(&path).expect_err("refused");
-        assert!(e.contains("sandbox_uid_count is 0"), "{e}");
-        std::fs::write(
-            &path,
-            "[runner]\nsandbox_uid_base = 2147483000\nsandbox_uid_count = 1000\n",
-        )
-        .expect("write");
-        let e = super::load_config(&path).expect_err("refused");
-        assert!(e.contains(&path.display().to_string()), "{e}");
-        std::fs::write(&path, "[runner]\nsandbox_uid_count = 1000\n").expect("write");
-        assert_eq!(
-            super::load_config(&path)
-                .expect("a usable range")
-                .runner
-                .sandbox_uid_count,
-            1000
-        );
+        std::fs::write(&path, text).expect("write the configuration");
+        super::load_config(&path).map_err(|e| {
+            assert!(e.contains("config.toml"), "the file is named: {e}");
+            e
+        })
     }
 
     #[test]
-    fn the_daemon_refuses_a_configuration_whose_input_bound_no_job_could_reach() {
-        let dir = tempfile::tempdir().expect("a temporary folder");
-        let path = dir.path().join("config.toml");
+    fn the_daemon_refuses_what_the_cli_refuses_before_its_engine_starts() {
         let bound = crate::job::INPUT_JSON_MAX_CAP + 1;
-        std::fs::write(&path, format!("[runner]\nmax_input_json_bytes = {bound}\n"))
-            .expect("write the configuration");
-        let e = super::load_config(&path).expect_err("refused");
-        assert!(e.contains("runner.max_input_json_bytes"), "{e}");
-        std::fs::write(&path, "[runner]\nmax_input_json_bytes = 1000\n").expect("write");
-        assert_eq!(
-            super::load_config(&path)
-                .expect("a usable bound")
-                .runner
-                .max_input_json_bytes,
-            1000
-        );
+        for (text, says) in [
+            (
+                "[runner]\nsandbox_uid_count = 0\n".to_string(),
+                "sandbox_uid_count is 0",
+            ),
+            (
+                "[runner]\nsandbox_uid_base = 2147483000\nsandbox_uid_count = 1000\n".into(),
+                "above 2147483646",
+            ),
+            (
+                format!("[runner]\nmax_input_json_bytes = {bound}\n"),
+                "runner.max_input_json_bytes",
+            ),
+        ] {
+            let e = loaded(&text).expect_err("refused");
+            assert!(e.contains(says), "{text}: {e}");
+        }
+        let c = loaded("[runner]\nsandbox_uid_count = 1000\nmax_input_json_bytes = 1000\n")
+            .expect("usable values load");
+        assert_eq!(c.runner.sandbox_uid_count, 1000);
+        assert_eq!(c.runner.max_input_json_bytes, 1000);
     }
 }
