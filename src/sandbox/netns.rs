@@ -231,16 +231,24 @@ fn tcp_listener(family: Family, port: u16) -> io::Result<TcpListener> {
     Ok(socket.into())
 }
 
-/// The UDP socket also gets IP(V6)_FREEBIND: an IPv6 client's source address is `::1`
-/// (source selection only knows lo's address), so an answer sent plainly with `send_to`
-/// leaves from `::1` and a connected client drops it. The responder must answer from
-/// the address asked (IPV6_RECVPKTINFO, then IPV6_PKTINFO on the reply), and the kernel
-/// accepts a PKTINFO source that is no interface's address only with FREEBIND. (IPv4 needs
+/// The UDP socket also gets IP(V6)_FREEBIND and IPV6_RECVPKTINFO: an IPv6 client's source
+/// address is `::1` (source selection only knows lo's address), so an answer sent plainly
+/// with `send_to` leaves from `::1` and a connected client drops it. The responder answers
+/// from the address asked (learnt from IPV6_PKTINFO on the query, named the same way on
+/// the reply), and the kernel accepts a PKTINFO source that is no interface's address
+/// only with FREEBIND. (IPv4 needs
 /// none of this: a `local` route makes the source the destination itself.)
 fn udp_socket(family: Family, port: u16) -> io::Result<UdpSocket> {
     let socket = bound_socket(family, port, Type::DGRAM)?;
     match family {
-        Family::DualStack => socket.set_freebind_v6(true)?,
+        Family::DualStack => {
+            socket.set_freebind_v6(true)?;
+            nix::sys::socket::setsockopt(
+                &socket,
+                nix::sys::socket::sockopt::Ipv6RecvPacketInfo,
+                &true,
+            )?;
+        }
         Family::V4Only => socket.set_freebind_v4(true)?,
     }
     Ok(socket.into())

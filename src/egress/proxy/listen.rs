@@ -4,9 +4,14 @@
 
 use super::{ServedJob, ACCEPT_PAUSE, DNS_TCP_IDLE, MAX_UDP_QUERY};
 use crate::egress::dns::{self, TcpFrame};
+use nix::sys::socket::{
+    recvmsg, sendmsg, ControlMessage, ControlMessageOwned, MsgFlags, SockaddrStorage,
+};
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::Arc;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
 use tokio::net::{TcpListener, TcpStream, UdpSocket};
 
 pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
@@ -15,11 +20,13 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
     // cuts it to the buffer) and is dropped.
     let mut buf = vec![0u8; MAX_UDP_QUERY + 1];
     loop {
-        let (n, from) = tokio::select! {
+        let (n, asked) = tokio::select! {
             _ = job.stop.cancelled() => return,
             _ = job.closing.cancelled() => {
                 // Queries still queued are recorded; nobody is left to answer.
-                while let Ok((n, _)) = socket.try_recv_from(&mut buf) {
+                while let Ok((n, _)) =
+                    socket.try_io(Interest::READABLE, || recv_query(&socket, &mut buf))
+                {
                     let Some((query, permit)) = take_query(&job, &buf, n) else {
                         continue;
                     };
@@ -34,7 +41,7 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
                 }
                 return;
             }
-            r = socket.recv_from(&mut buf) => match r {
+            r = socket.async_io(Interest::READABLE, || recv_query(&socket, &mut buf)) => match r {
                 Ok(x) => x,
                 Err(_) => {
                     tokio::time::sleep(ACCEPT_PAUSE).await;
@@ -52,13 +59,74 @@ pub(super) async fn serve_dns_udp(job: Arc<ServedJob>, socket: UdpSocket) {
                 _ = j.stop.cancelled() => {}
                 reply = j.answer(&query) => {
                     if let Some(packet) = reply {
-                        let _ = s.send_to(&packet, from).await;
+                        let _ = s
+                            .async_io(Interest::WRITABLE, || send_reply(&s, &packet, &asked))
+                            .await;
                     }
                 }
             }
             drop(permit);
         });
     }
+}
+
+/// Who sent a query, and the IPv6 address they sent it to, which the answer must leave
+/// from (see `netns::EgressNamespace::dns_udp`); none for an IPv4 query, which the kernel
+/// answers from the right address by itself.
+struct Asked {
+    from: SocketAddr,
+    to: Option<libc::in6_pktinfo>,
+}
+
+/// One datagram into `buf`, without waiting (`WouldBlock` when none is queued).
+fn recv_query(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, Asked)> {
+    let mut iov = [IoSliceMut::new(buf)];
+    let mut space = nix::cmsg_space!(libc::in6_pktinfo);
+    let msg = recvmsg::<SockaddrStorage>(
+        socket.as_raw_fd(),
+        &mut iov,
+        Some(space.as_mut_slice()),
+        MsgFlags::MSG_DONTWAIT,
+    )?;
+    let to = msg.cmsgs()?.find_map(|c| match c {
+        ControlMessageOwned::Ipv6PacketInfo(info)
+            if std::net::Ipv6Addr::from(info.ipi6_addr.s6_addr)
+                .to_ipv4_mapped()
+                .is_none() =>
+        {
+            Some(info)
+        }
+        _ => None,
+    });
+    let from = msg
+        .address
+        .as_ref()
+        .and_then(|a| match (a.as_sockaddr_in6(), a.as_sockaddr_in()) {
+            (Some(v6), _) => Some(SocketAddr::V6(SocketAddrV6::from(*v6))),
+            (None, Some(v4)) => Some(SocketAddr::V4(SocketAddrV4::from(*v4))),
+            (None, None) => None,
+        })
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "no sender address"))?;
+    Ok((msg.bytes, Asked { from, to }))
+}
+
+/// The answer to `asked`, from the address it was sent to, without waiting.
+fn send_reply(socket: &UdpSocket, packet: &[u8], asked: &Asked) -> io::Result<usize> {
+    let info;
+    let cmsgs: &[ControlMessage] = match &asked.to {
+        Some(to) => {
+            info = [ControlMessage::Ipv6PacketInfo(to)];
+            &info
+        }
+        None => &[],
+    };
+    Ok(sendmsg(
+        socket.as_raw_fd(),
+        &[IoSlice::new(packet)],
+        cmsgs,
+        MsgFlags::MSG_DONTWAIT,
+        Some(&SockaddrStorage::from(asked.from)),
+    )?)
 }
 
 /// The datagram of `n` bytes in `buf` as a query to answer, with its place among those in

@@ -57,6 +57,66 @@ fn padded_query(id: u16, name: &str, pad: usize) -> Vec<u8> {
     q
 }
 
+/// A job's DNS query over UDP is answered from the address it was sent to, whichever that
+/// is: a resolver that connects its socket (c-ares, behind Node's `dns.Resolver`) takes
+/// only such an answer. An IPv6 address other than `::1` was once answered from `::1`.
+#[test]
+fn udp_queries_are_answered_from_the_address_asked() {
+    use nix::sched::{setns, CloneFlags};
+    use std::os::fd::AsFd;
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped("udp_queries_are_answered_from_the_address_asked", &missing);
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
+    let egress = Egress::new(
+        EgressPolicy::shipped(),
+        &[DnsServer(hole.local_addr().expect("addr"))],
+    );
+    let job = rt
+        .block_on(egress.start("udp-source-test", Net::OpenvibeOnly))
+        .unwrap_or_else(|e| panic!("egress: {e}"));
+    let netns = job.netns.as_fd().try_clone_to_owned().expect("netns fd");
+    let mut servers = vec!["127.0.0.1:53", "192.0.2.53:53", "[::ffff:192.0.2.54]:53"];
+    // A host without IPv6 gives its jobs none either.
+    if std::path::Path::new("/proc/net/if_inet6").exists() {
+        servers.extend(["[::1]:53", "[2001:db8::53]:53", "[fd00::1]:53"]);
+    }
+    let answered = std::thread::spawn(move || {
+        setns(&netns, CloneFlags::CLONE_NEWNET).expect("setns");
+        let mut answered = Vec::new();
+        for (i, server) in servers.iter().enumerate() {
+            let to: std::net::SocketAddr = server.parse().expect("address");
+            let any = if to.is_ipv4() { "0.0.0.0:0" } else { "[::]:0" };
+            let s = std::net::UdpSocket::bind(any).expect("bind");
+            s.connect(to).expect("connect");
+            let q = padded_query(10 + i as u16, "evil.example", 0);
+            s.send(&q).expect("send");
+            s.set_read_timeout(Some(Duration::from_secs(2)))
+                .expect("timeout");
+            let mut buf = vec![0u8; 4096];
+            let got = s
+                .recv(&mut buf)
+                .ok()
+                .filter(|&n| n > 3 && buf[..2] == q[..2]);
+            answered.push((server.to_string(), got.map(|_| buf[3] & 0x0f)));
+        }
+        answered
+    })
+    .join()
+    .expect("the namespace's thread");
+    rt.block_on(job.finish());
+    for (server, rcode) in &answered {
+        // NXDOMAIN: a name the job may not reach, answered by the responder itself.
+        assert_eq!(*rcode, Some(3), "no answer through {server}: {answered:?}");
+    }
+}
+
 /// The job's UDP DNS responder, from inside its network namespace, with an upstream that
 /// never answers: a datagram longer than `MAX_UDP_QUERY` is dropped unread, a shorter one
 /// with bytes after its query is FORMERR, and while `MAX_DNS_IN_FLIGHT` queries wait for
