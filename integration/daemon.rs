@@ -558,12 +558,17 @@ fn the_daemon_runs_jobs_over_its_socket() {
     assert_eq!(env["result"], r);
 
     // Submitted without waiting, then polled.
+    // The answer is the job's state when it is given: the job may be under way already
+    // (a warm sandbox takes it in well under a millisecond), even over.
     let (code, env) = d.post(&job("dtest-run-one", ONE, 5000));
-    assert_eq!(code, 202, "{env}");
-    assert_eq!(
-        env,
-        json!({"job_id": "dtest-run-one", "state": "queued", "result": null})
-    );
+    assert_eq!(env["job_id"], "dtest-run-one", "{env}");
+    match env["state"].as_str() {
+        Some("queued" | "running") => {
+            assert_eq!((code, &env["result"]), (202, &Value::Null), "{env}")
+        }
+        Some("done") => assert_eq!((code, &env["result"]["output"]), (200, &json!(1)), "{env}"),
+        _ => panic!("{code} {env}"),
+    }
     let done = d.wait_state("dtest-run-one", "done");
     assert_status(&done["result"], "ok", None);
     assert_eq!(done["result"]["output"], 1);
