@@ -161,17 +161,22 @@ fn the_units_bounding_set() -> String {
 
 /// A runner with only the capabilities the packaged unit leaves it runs jobs, cold and
 /// handed to a warm sandbox (the test hook `runner.warm_every_job` ends a job `internal`
-/// when the hand-over fails rather than running it cold). The unit once lacked
-/// CAP_SYS_NICE: every warm hand-over failed setting the job's priority back, and each
-/// daemon job quietly ran cold after a wasted warm-up.
+/// when the hand-over fails rather than running it cold); so does one with every
+/// capability but CAP_SYS_NICE (a container's set, say), whose warm sandboxes wait at its
+/// own priority. The unit once lacked CAP_SYS_NICE: every warm hand-over failed setting
+/// the job's priority back, and each daemon job quietly ran cold after a wasted warm-up.
 #[test]
 fn the_packaged_units_capabilities_run_jobs_warm_and_cold() {
     require_host();
     let _h = exclusive();
-    let bounding = the_units_bounding_set();
-    for warm in [false, true] {
+    let units = the_units_bounding_set();
+    for (bounding, warm) in [
+        (units.as_str(), false),
+        (units.as_str(), true),
+        ("-sys_nice", true),
+    ] {
         let state = warm_or_cold(warm);
-        let under_unit = || runner_under(&["setpriv", "--bounding-set", &bounding], state.path());
+        let under_unit = || runner_under(&["setpriv", "--bounding-set", bounding], state.path());
         let doctor = under_unit()
             .arg("doctor")
             .output()
@@ -183,12 +188,20 @@ fn the_packaged_units_capabilities_run_jobs_warm_and_cold() {
             String::from_utf8_lossy(&doctor.stdout),
             String::from_utf8_lossy(&doctor.stderr)
         );
-        let id = format!("itest-unit-caps-{}", if warm { "warm" } else { "cold" });
+        let id = format!(
+            "itest-unit-caps-{}{}",
+            if warm { "warm" } else { "cold" },
+            if bounding == units { "" } else { "-no-nice" }
+        );
         let text = serde_json::to_vec(&job(&id, ECHO, json!({"n": 1}))).expect("json");
         let out = feed(under_unit().args(["run-job", "-"]), &text);
         let r = parse_result(&out.stdout);
         assert_status(&r, "ok", None);
-        assert_eq!(r["output"], json!({"got": {"n": 1}}), "warm: {warm}");
+        assert_eq!(
+            r["output"],
+            json!({"got": {"n": 1}}),
+            "warm: {warm}, bounding set {bounding}"
+        );
         state.assert_clean();
         assert_host_clean(&id);
     }

@@ -81,8 +81,9 @@ impl Setup {
     }
 }
 
-/// Hands out the sandboxes it was given, each once.
-struct Given(Mutex<Vec<WarmSandbox>>);
+/// Hands out the sandboxes it was given, each once, and counts those that failed at
+/// their hand-over.
+struct Given(Mutex<Vec<WarmSandbox>>, std::sync::atomic::AtomicUsize);
 
 impl WarmSource for Given {
     fn take(&self, shape: Shape) -> Option<WarmSandbox> {
@@ -90,11 +91,19 @@ impl WarmSource for Given {
         let at = all.iter().position(|s| s.shape() == shape)?;
         Some(all.remove(at))
     }
+
+    fn hand_over_failed(&self) {
+        self.1.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 impl Given {
     fn of(all: Vec<WarmSandbox>) -> Given {
-        Given(Mutex::new(all))
+        Given(Mutex::new(all), Default::default())
+    }
+
+    fn failed(&self) -> usize {
+        self.1.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn left(&self) -> usize {
@@ -544,6 +553,7 @@ fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
     let source = Given::of(vec![dead]);
     let result = setup.run_with(code_job("warm-dead", tool, json!({"dead": true})), &source);
     assert_eq!(source.left(), 0);
+    assert_eq!(source.failed(), 1, "the source is told: no hit");
     assert_status(&result, "ok", None);
     assert_eq!(result["output"], json!({"dead": true}));
     setup.assert_clean(&["warm-dead"]);

@@ -380,11 +380,12 @@ impl Engine {
             if let Some(sandbox) = warm.take(shape) {
                 match self.run_warm(&job, &files, sandbox, cancel).await {
                     Ok(ran) => return ran,
-                    Err(why) if !warm.cold_after_a_failed_hand_over() => {
-                        let message = format!("the warm sandbox failed at the hand-over (runner.warm_every_job runs no job cold): {why}");
-                        return (self.internal(&job, message), Removal::none());
-                    }
                     Err(why) => {
+                        warm.hand_over_failed();
+                        if !warm.cold_after_a_failed_hand_over() {
+                            let message = format!("the warm sandbox failed at the hand-over (runner.warm_every_job runs no job cold): {why}");
+                            return (self.internal(&job, message), Removal::none());
+                        }
                         tracing::warn!(job_id = %job.job_id, %why, "warm sandbox failed at the hand-over; the job runs cold");
                     }
                 }

@@ -254,6 +254,12 @@ impl Metrics {
                 "Warm sandboxes torn down unused: too old, died waiting, skills off, a configuration change, shutdown.",
                 w.discarded,
             );
+            counter(
+                &mut out,
+                "warm_hand_overs_failed_total",
+                "Warm sandboxes a job took that failed at the hand-over; the job ran cold.",
+                w.hand_overs_failed,
+            );
         }
         gauge(
             &mut out,
@@ -382,6 +388,7 @@ mod tests {
                 made: 8,
                 failed: 0,
                 discarded: 1,
+                hand_overs_failed: 4,
             }),
         });
         assert!(text.contains("openvibe_skill_runner_jobs_total{status=\"ok\",reason=\"\"} 1"));
@@ -392,6 +399,7 @@ mod tests {
         assert!(text.contains("openvibe_skill_runner_warm_hits_total 5"));
         assert!(text.contains("openvibe_skill_runner_warm_misses_total 7"));
         assert!(text.contains("openvibe_skill_runner_warm_discarded_total 1"));
+        assert!(text.contains("openvibe_skill_runner_warm_hand_overs_failed_total 4"));
         assert!(text.contains("openvibe_skill_runner_jobs_rejected_total{reason=\"busy\"} 1"));
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.1\"} 1"));
         assert!(text.contains("openvibe_skill_runner_job_wall_seconds_bucket{le=\"0.05\"} 0"));

@@ -216,6 +216,7 @@ struct Counters {
     made: AtomicU64,
     failed: AtomicU64,
     discarded: AtomicU64,
+    hand_overs_failed: AtomicU64,
     /// Sandboxes out of the pool and not yet torn down. Counted under the state's lock
     /// where they leave `ready` (or a late warm-up leaves `starting`), so that no view of
     /// the pool shows a sandbox in none of the three; shared with the tasks that tear
@@ -241,7 +242,10 @@ pub struct Pool<W: Warmer> {
     state: Mutex<State<W::Sandbox>>,
     /// Free job slots: the pool makes sandboxes only while one is free.
     slots: Arc<Semaphore>,
+    /// Something changed the pool should act on: a take, new settings.
     wake: Notify,
+    /// New settings: the only thing that ends a backoff early.
+    reconfigured: Notify,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Teardowns of dead sandboxes a job found, done beside the job; shutdown waits for them.
@@ -265,6 +269,8 @@ pub struct PoolInfo {
     pub made: u64,
     pub failed: u64,
     pub discarded: u64,
+    /// Sandboxes a job took that failed at the hand-over (the job ran cold): not hits.
+    pub hand_overs_failed: u64,
 }
 
 #[derive(Debug, Serialize, PartialEq)]
@@ -290,6 +296,7 @@ impl<W: Warmer> Pool<W> {
             }),
             slots,
             wake: Notify::new(),
+            reconfigured: Notify::new(),
             stop: CancellationToken::new(),
             task: Mutex::new(None),
             teardowns: tokio_util::task::TaskTracker::new(),
@@ -330,6 +337,7 @@ impl<W: Warmer> Pool<W> {
         };
         self.discard_all_now(drained).await;
         self.wake.notify_one();
+        self.reconfigured.notify_one();
     }
 
     /// Shutdown: the refill task ends (a warm-up under way is finished, then discarded)
@@ -434,6 +442,15 @@ impl<W: Warmer> Pool<W> {
         found
     }
 
+    /// The sandbox [`Self::take_ready`] gave a job failed at the hand-over: it served no
+    /// job, so it was no hit (the engine tore it down, and the job ran cold).
+    pub fn hand_over_failed(&self) {
+        self.counters.hits.fetch_sub(1, Ordering::Relaxed);
+        self.counters
+            .hand_overs_failed
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The refill task: makes what is missing, discards what is stale, until shutdown.
     async fn refill(self: Arc<Self>) {
         let mut backoff = BACKOFF_MIN;
@@ -508,8 +525,13 @@ impl<W: Warmer> Pool<W> {
                 Some(Err(e)) => {
                     self.counters.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "a warm sandbox could not be made; jobs run cold meanwhile");
-                    self.idle(backoff).await;
-                    backoff = (backoff * 2).min(BACKOFF_MAX);
+                    // Not woken by takes: with jobs coming, a failing warm-up would be
+                    // tried again after each one.
+                    tokio::select! {
+                        _ = self.reconfigured.notified() => backoff = BACKOFF_MIN,
+                        _ = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(BACKOFF_MAX),
+                        _ = self.stop.cancelled() => {}
+                    }
                 }
             }
         }
@@ -552,6 +574,7 @@ impl<W: Warmer> Pool<W> {
             made: c.made.load(Ordering::Relaxed),
             failed: c.failed.load(Ordering::Relaxed),
             discarded: c.discarded.load(Ordering::Relaxed),
+            hand_overs_failed: c.hand_overs_failed.load(Ordering::Relaxed),
         }
     }
 }
@@ -559,6 +582,10 @@ impl<W: Warmer> Pool<W> {
 impl<W: Warmer<Sandbox = WarmSandbox>> WarmSource for Pool<W> {
     fn take(&self, shape: Shape) -> Option<WarmSandbox> {
         self.take_ready(shape)
+    }
+
+    fn hand_over_failed(&self) {
+        Pool::hand_over_failed(self)
     }
 }
 

@@ -131,6 +131,9 @@ pub trait WarmSource: Send + Sync {
     fn cold_after_a_failed_hand_over(&self) -> bool {
         true
     }
+
+    /// The sandbox [`WarmSource::take`] gave failed at the hand-over: it served no job.
+    fn hand_over_failed(&self) {}
 }
 
 /// No warm sandboxes: every job runs cold.

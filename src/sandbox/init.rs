@@ -516,10 +516,16 @@ fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEn
     // job at the runner's own, as a cold job would. Its process group is its session's:
     // every thread of it. So does pid 1, which reaps it and reports its end (the runner
     // does the init stage's).
+    // A sandbox that waited at that value already (a runner that could not set it back,
+    // see supervise::warm_nice) is left as it is: setting the tool's priority at all, even
+    // to its own value, takes CAP_SYS_NICE (the tool runs as another uid).
     let nice = hand_over.nice;
+    // SAFETY: getpriority takes numbers only (-1 on failure as well: then set anyway).
+    let waited_at = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
     // SAFETY: setpriority takes numbers only.
-    if unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, nice) } != 0
-        || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0
+    if waited_at != nice
+        && (unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, nice) } != 0
+            || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0)
     {
         return Err((
             "hand over: priority",

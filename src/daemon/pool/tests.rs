@@ -265,8 +265,16 @@ async fn the_pool_fills_serves_once_and_refills() {
     let first = pool.take_ready(shape);
     assert!(first.is_some(), "a hit");
     assert_eq!(pool.info().hits, 1);
+    // One that fails at its hand-over served no job: no hit.
+    let failed = pool.take_ready(shape);
+    assert!(failed.is_some());
+    pool.hand_over_failed();
+    assert_eq!((pool.info().hits, pool.info().hand_overs_failed), (1, 1));
+    if let Some(f) = failed {
+        f.discard().await;
+    }
     until("refilled", || pool.info().ready == 2).await;
-    assert_eq!(pool.info().made, 3);
+    assert_eq!(pool.info().made, 4);
     assert!(
         pool.take_ready(deny(96 * MIB)).is_none(),
         "another shape: a miss"
@@ -418,7 +426,11 @@ async fn a_warm_up_that_fails_is_counted_and_tried_again_later() {
     let pool = pool_of(warmer, settings(), 2);
     pool.start();
     until("a failure", || pool.info().failed >= 1).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Jobs coming meanwhile (each take wakes the refill) do not cut the backoff short.
+    for _ in 0..10 {
+        assert!(pool.take_ready(deny(128 * MIB)).is_none());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert_eq!(pool.info().failed, 1, "the next try waits its backoff");
     pool.warmer.fail.store(false, Ordering::SeqCst);
     until("made after the backoff", || pool.info().ready == 2).await;
