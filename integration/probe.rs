@@ -522,6 +522,12 @@ fn native_probe_every_forbidden_call_fails_with_its_errno() {
     // 1, not 0: the kernel ignores 0 when core_pattern is a pipe, and reads 1 as no dump.
     assert_eq!(fact_i64(facts, "rlimit_core_soft"), 1, "core limit (soft)");
     assert_eq!(fact_i64(facts, "rlimit_core_hard"), 1, "core limit (hard)");
+    // And a core holds none of the tool's memory: a socket core_pattern ignores the limit.
+    assert_eq!(
+        fact_str(facts, "coredump_filter").trim(),
+        "00000000",
+        "coredump_filter"
+    );
     assert_eq!(fact_str(facts, "Seccomp"), "2", "seccomp filter mode");
     assert!(
         fact_str(facts, "Seccomp_filters")
@@ -570,14 +576,13 @@ fn native_probe_every_forbidden_call_fails_with_its_errno() {
         let (point, opts) = (fields.get(4).copied(), fields.get(5).copied());
         let opts: Vec<&str> = opts.unwrap_or("").split(',').collect();
         assert!(opts.contains(&"nosuid"), "nosuid: {line}");
+        assert!(opts.contains(&"ro"), "read-only: {line}");
         if point == Some("/proc") {
             assert!(line.contains("hidepid=invisible"), "{line}");
             assert!(
                 opts.contains(&"noexec") && opts.contains(&"nodev"),
                 "{line}"
             );
-        } else {
-            assert!(opts.contains(&"ro"), "read-only: {line}");
         }
     }
     // /skill is no mount of its own: its files were written into the job's tmpfs root.

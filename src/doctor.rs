@@ -249,8 +249,9 @@ fn core_dump_check(pattern: Result<String, String>) -> Check {
         )
     } else if pattern.starts_with('@') {
         format!(
-            "core_pattern {shown} sends cores to a socket; jobs run with RLIMIT_CORE 1, and the \
-             receiver (systemd-coredump) skips processes whose core limit is below a page"
+            "core_pattern {shown} sends cores to a socket, which the kernel does whatever the \
+             core limit; jobs run with a coredump_filter of 0, so a core holds none of their \
+             memory (and systemd-coredump skips processes whose core limit is below a page)"
         )
     } else {
         format!(

@@ -413,6 +413,11 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
         fact_num("rlimit_core_soft", (long)core.rlim_cur);
         fact_num("rlimit_core_hard", (long)core.rlim_max);
     }
+    {
+        char filter[64];
+        long fn = slurp("/proc/self/coredump_filter", filter, sizeof filter);
+        fact_str("coredump_filter", filter, fn > 0 ? (size_t)fn : 0);
+    }
     struct utsname u;
     if (uname(&u) == 0)
         fact_str("nodename", u.nodename, strlen(u.nodename));

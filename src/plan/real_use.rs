@@ -41,9 +41,10 @@ impl Plan {
             ),
             (self.root_steps == RootSteps::Enter, "the job's own root"),
             (
-                self.privileges
-                    .as_ref()
-                    .is_some_and(|p| p.groups.is_empty()),
+                self.privileges.as_ref().is_some_and(|p| {
+                    let sandbox_id = |id: u32| u64::from(id) >= crate::sandbox::uids::MIN_UID;
+                    p.groups.is_empty() && sandbox_id(p.uid) && sandbox_id(p.gid)
+                }),
                 "an unprivileged identity without groups",
             ),
             (self.landlock.is_some(), "landlock"),

@@ -188,6 +188,17 @@ fn a_plan_in_real_use_leaves_nothing_out() {
     let p = try_plan(&egress, 6, None, &[]).expect("a plan");
     assert!(p.join_netns.is_some());
     assert_eq!(p.short_of_real_use(), Vec::<&str>::new());
+    // An identity below the sandbox ids (an account's, root's) is no sandbox's.
+    for (uid, gid) in [(0, 70_000), (70_000, 0), (1000, 1000)] {
+        let mut p = plan(24, true);
+        let who = p.privileges.as_mut().expect("an identity");
+        (who.uid, who.gid) = (uid, gid);
+        assert_eq!(
+            p.short_of_real_use(),
+            ["an unprivileged identity without groups"],
+            "uid {uid} gid {gid}"
+        );
+    }
 }
 
 /// The cgroup namespace is made by the job's first process in its cgroup, so that it is

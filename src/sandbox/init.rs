@@ -169,6 +169,9 @@ pub fn main() -> ! {
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
     }
+    if let Err(e) = dump_no_memory() {
+        fail("core dump filter", e);
+    }
     // 0. The job's cgroups before anything of the job is forked: memory, pids and CPU
     //    limits hold for every process that follows. v1: this process joins them now. v2:
     //    pid 1 is made inside (below); this process opens the folder and stays outside.
@@ -536,6 +539,18 @@ fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEn
         Ok(WaitStatus::StillAlive) => Ok(HandOverEnd::Handed),
         Ok(status) => Ok(HandOverEnd::ToolEnded(status)),
         Err(e) => Err(("hand over", format!("waiting for the tool: {e}"))),
+    }
+}
+
+/// A core dump of this process or any it forks (the filter is inherited, and kept across
+/// execve) holds none of its memory: RLIMIT_CORE 1 stops core files and pipe helpers, but
+/// a `core_pattern` naming a socket (`@`, Linux 6.16) ignores the limit, and would hand a
+/// crashing tool's memory (its input) to whatever listens there. Without the file the
+/// kernel writes no ELF cores at all.
+fn dump_no_memory() -> Result<(), std::io::Error> {
+    match std::fs::write("/proc/self/coredump_filter", "0") {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        other => other,
     }
 }
 
@@ -963,7 +978,10 @@ fn apply_mount(root: &Path, m: &MountStep) -> Result<(), StepError> {
                     Some("proc"),
                     &t,
                     Some("proc"),
-                    MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
+                    MsFlags::MS_RDONLY
+                        | MsFlags::MS_NOSUID
+                        | MsFlags::MS_NODEV
+                        | MsFlags::MS_NOEXEC,
                     Some("hidepid=invisible,subset=pid"),
                 ),
             )
