@@ -178,13 +178,11 @@ impl JobCgroup {
     /// and the cgroup is handed to [`JobCgroup::remove_late`], which removes it once they
     /// are gone: a slow kill must not leave an empty job cgroup behind.
     fn destroy(&self) -> Result<(), CgroupError> {
-        if let Err(err) = self.kill_all() {
-            if matches!(err, CgroupError::KillTimeout { .. }) {
-                self.remove_late();
-            }
-            return Err(err);
+        let done = self.kill_all().and_then(|()| self.rmdir_all());
+        if matches!(done, Err(CgroupError::KillTimeout { .. })) {
+            self.remove_late();
         }
-        self.rmdir_all()
+        done
     }
 
     fn rmdir_all(&self) -> Result<(), CgroupError> {
@@ -238,6 +236,9 @@ impl JobCgroup {
                 Ok(()) => return Ok(()),
                 Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(()),
                 Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {
+                    // Busy with a process that joined after the kill (an init stage still
+                    // forking pid 1 into it): it is killed too, never left running.
+                    self.kill_all()?;
                     let waited = started.elapsed();
                     if waited >= RMDIR_TIMEOUT {
                         return Err(CgroupError::RemoveBusy {

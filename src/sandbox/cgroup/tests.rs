@@ -29,6 +29,9 @@ struct FakeKernel {
     /// A killed process leaves its cgroup only this long after the first SIGKILL, as a
     /// process that takes long to be scheduled on a loaded host does (`None`: at once).
     slow_death: Mutex<Option<(Duration, Option<std::time::Instant>)>>,
+    /// A process that joins the first job cgroup rmdir is asked for, just before (one an
+    /// init stage forked into it after the kill's sweep): the rmdir finds it busy.
+    joins_before_rmdir: Mutex<Option<i32>>,
 }
 
 fn os_err(errno: i32) -> io::Error {
@@ -188,6 +191,14 @@ impl Kernel for FakeKernel {
         }
         if !path.exists() {
             return Err(os_err(libc::ENOENT));
+        }
+        let late = self
+            .joins_before_rmdir
+            .lock()
+            .ok()
+            .and_then(|mut j| j.take());
+        if let Some(pid) = late {
+            self.write(&path.join("cgroup.procs"), &pid.to_string())?;
         }
         let has_children = fs::read_dir(path)?
             .flatten()
@@ -443,6 +454,7 @@ impl FakeHost {
             killed: Mutex::new(Vec::new()),
             threads: Mutex::new(Vec::new()),
             slow_death: Mutex::new(None),
+            joins_before_rmdir: Mutex::new(None),
         });
         FakeHost {
             dir,
@@ -1577,6 +1589,26 @@ fn v2_kill_all_writes_cgroup_kill_then_kills_the_rest() {
         fake.kernel.written(&dir.join("cgroup.freeze")),
         vec!["1".to_owned(), "0".to_owned()]
     );
+}
+
+/// A process that joins a job's cgroup after the kill's sweep (an init stage still forking
+/// pid 1 into it) is killed too, and the cgroup removed: it was left running with nothing
+/// to end it, the cgroup reported busy.
+#[test]
+fn a_process_that_joins_after_the_kill_is_killed_and_the_cgroup_removed() {
+    for fake in [
+        FakeHost::hybrid(true),
+        FakeHost::v2("0::/\n", "memory pids", "memory pids"),
+    ] {
+        let host = fake.detect(None).expect("detect");
+        let job = host.create_job("late", &limits(32 * MIB, 8)).expect("job");
+        let dirs = job.paths().to_vec();
+        // Far above pid_max: even a real kill could not hit anyone.
+        *fake.kernel.joins_before_rmdir.lock().expect("lock") = Some(1 << 30);
+        job.remove().expect("removed");
+        assert_eq!(*fake.kernel.killed.lock().expect("lock"), vec![1 << 30]);
+        assert!(dirs.iter().all(|d| !d.exists()), "{dirs:?}");
+    }
 }
 
 /// A job whose processes die only `delay` after the first SIGKILL (the fake's slow death).
