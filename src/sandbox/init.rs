@@ -525,21 +525,70 @@ fn await_hand_over(child: nix::unistd::Pid, host_root: u64) -> Result<HandOverEn
     let nice = hand_over.nice;
     // SAFETY: getpriority takes numbers only (-1 on failure as well: then set anyway).
     let waited_at = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
-    // SAFETY: setpriority takes numbers only.
-    if waited_at != nice
-        && (unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, nice) } != 0
-            || unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0)
-    {
-        return Err((
-            "hand over: priority",
-            std::io::Error::last_os_error().to_string(),
-        ));
+    if waited_at != nice {
+        renice_tool(child, nice).map_err(|e| ("hand over: priority", e))?;
+        // SAFETY: setpriority takes numbers only.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+            return Err((
+                "hand over: priority",
+                std::io::Error::last_os_error().to_string(),
+            ));
+        }
     }
     match waitpid(child, Some(WaitPidFlag::WNOHANG)) {
         Ok(WaitStatus::StillAlive) => Ok(HandOverEnd::Handed),
         Ok(status) => Ok(HandOverEnd::ToolEnded(status)),
         Err(e) => Err(("hand over", format!("waiting for the tool: {e}"))),
     }
+}
+
+/// How often pid 1 sets the tool's threads to the runner's priority before it gives up.
+const RENICE_ROUNDS: u32 = 100;
+
+/// Sets every thread of the tool (its process group: Node leads its own session) to
+/// `nice`, until none is left at another value. The kernel walks the group's threads
+/// once; a thread Node creates meanwhile copies its creator's value before it joins the
+/// group and may be missed, so the threads are read back (`/proc/<pid>/task`) and the
+/// group set again while any differs.
+fn renice_tool(child: nix::unistd::Pid, nice: i32) -> Result<(), String> {
+    for _ in 0..RENICE_ROUNDS {
+        // SAFETY: setpriority takes numbers only.
+        if unsafe { libc::setpriority(libc::PRIO_PGRP, child.as_raw() as libc::id_t, nice) } != 0 {
+            return Err(std::io::Error::last_os_error().to_string());
+        }
+        if threads_at_another_nice(child, nice)? == 0 {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    Err(format!(
+        "threads of the tool still at another priority after {RENICE_ROUNDS} rounds"
+    ))
+}
+
+/// How many threads of `pid` run at a nice value other than `nice`.
+fn threads_at_another_nice(pid: nix::unistd::Pid, nice: i32) -> Result<usize, String> {
+    let dir = format!("/proc/{pid}/task");
+    let tasks = std::fs::read_dir(&dir).map_err(|e| format!("{dir}: {e}"))?;
+    let mut other = 0;
+    for task in tasks.flatten() {
+        // A thread that ended meanwhile has no stat left: it runs at nothing.
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        // After the command (which may hold anything) come the state, field 3, and the
+        // rest; nice is field 19.
+        let value = stat
+            .rsplit_once(") ")
+            .and_then(|(_, rest)| rest.split(' ').nth(16))
+            .and_then(|v| v.parse::<i32>().ok());
+        match value {
+            Some(v) if v == nice => {}
+            Some(_) => other += 1,
+            None => return Err(format!("{}: no nice value", task.path().display())),
+        }
+    }
+    Ok(other)
 }
 
 /// A core dump of this process or any it forks (the filter is inherited, and kept across
