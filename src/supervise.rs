@@ -543,6 +543,14 @@ impl Started {
         cgroup: &JobCgroup,
         cancel: &Cancel,
     ) -> Result<(Outcome, Remains), SuperviseError> {
+        // Where the kernel keeps no memory peak, the runner does, while the job runs.
+        let sampled = cgroup.sample_memory();
+        let with_sampled = |mut stats: crate::sandbox::cgroup::CgroupStats| {
+            if let Some(s) = &sampled {
+                stats.mem_peak_bytes = stats.mem_peak_bytes.max(s.peak());
+            }
+            stats
+        };
         let plan_writer = self.plan_writer.take();
         let writer = tokio::spawn(async move {
             let mut stdin = match plan_writer {
@@ -573,7 +581,8 @@ impl Started {
             _ = child.wait() => None,
             code = reported => {
                 let wall_taken = since.elapsed();
-                let (outcome, rest) = self.reported_end(code, wall_taken, writer, cgroup).await;
+                let (mut outcome, rest) = self.reported_end(code, wall_taken, writer, cgroup).await;
+                outcome.stats = with_sampled(outcome.stats);
                 return Ok((outcome, Remains { rest: Some(rest), deadline }));
             }
             _ = self.overflow.notified() => Some(Kill::Output),
@@ -602,7 +611,7 @@ impl Started {
             }
         })
         .await;
-        let stats = cgroup.stats();
+        let stats = with_sampled(cgroup.stats());
         let outcome = Outcome {
             reports,
             killed: killed.or(if stdout_overflow {

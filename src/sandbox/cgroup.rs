@@ -135,7 +135,8 @@ pub struct CgroupLimits {
 pub struct CgroupStats {
     /// CPU time of every process of the job (v1 `cpuacct.usage`, v2 `cpu.stat` usage_usec).
     pub cpu_ns: u64,
-    /// Peak memory (v1 `memory.max_usage_in_bytes`, v2 `memory.peak` else `memory.current`).
+    /// Peak memory (v1 `memory.max_usage_in_bytes`, v2 `memory.peak` else `memory.current`,
+    /// which the supervisor raises to what its [`PeakSampler`] saw).
     pub mem_peak_bytes: u64,
     /// The memory cap was reached (v1 `memory.failcnt` or `memory.memsw.failcnt` > 0 or an
     /// oom_kill in `memory.oom_control`; v2 `memory.events` max, oom or oom_kill > 0).
@@ -317,6 +318,54 @@ pub(crate) trait Backend: Send + Sync + fmt::Debug {
     /// The leaf the runner moved itself into at placement, if it did.
     fn runner_leaf(&self) -> Option<v2::RunnerLeaf> {
         None
+    }
+    /// The file whose readings make a job's memory peak where the kernel keeps none
+    /// (v2 before Linux 5.19: no `memory.peak`); `None` where it does.
+    fn memory_to_sample(&self, _dirs: &[PathBuf]) -> Option<PathBuf> {
+        None
+    }
+}
+
+/// How often a [`PeakSampler`] reads a job's memory.
+pub const PEAK_SAMPLE: Duration = Duration::from_millis(10);
+
+/// A job's memory peak kept by the runner where the kernel keeps none: its cgroup's
+/// `memory.current` read every [`PEAK_SAMPLE`] while the job runs, the highest kept. The
+/// cgroup's own stats are read after the job was killed, when it holds nearly nothing, so
+/// without it a job killed or aborted at its memory (V8's heap ceiling) showed a peak of
+/// about 0 and was judged a crash. Stops when dropped.
+pub struct PeakSampler {
+    peak: Arc<std::sync::atomic::AtomicU64>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl PeakSampler {
+    /// Starts reading `file` (a tokio runtime's task).
+    pub fn start(file: PathBuf) -> PeakSampler {
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let seen = peak.clone();
+        let task = tokio::spawn(async move {
+            let mut every = tokio::time::interval(PEAK_SAMPLE);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                if let Some(now) = read_u64(&file) {
+                    seen.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        });
+        PeakSampler { peak, task }
+    }
+
+    /// The highest reading so far.
+    pub fn peak(&self) -> u64 {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+impl Drop for PeakSampler {
+    fn drop(&mut self) {
+        self.task.abort();
     }
 }
 

@@ -140,6 +140,15 @@ impl JobCgroup {
         self.host.backend.stats(&self.dirs)
     }
 
+    /// A sampler of the job's memory where the kernel keeps no peak of it (see
+    /// [`super::PeakSampler`]); `None` where it does. Needs a tokio runtime.
+    pub fn sample_memory(&self) -> Option<super::PeakSampler> {
+        self.host
+            .backend
+            .memory_to_sample(&self.dirs)
+            .map(super::PeakSampler::start)
+    }
+
     /// Kill the job's processes and remove its cgroups.
     pub fn remove(mut self) -> Result<(), CgroupError> {
         self.removed = true;

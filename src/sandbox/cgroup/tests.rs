@@ -1853,6 +1853,35 @@ fn v2_stats_read_every_counter() {
     assert_eq!(stats.mem_peak_bytes, 2048);
 }
 
+/// A v2 kernel without `memory.peak` (before 5.19): the runner samples `memory.current`
+/// while the job runs, so the peak of a job killed at its memory is not the nothing its
+/// cgroup holds after the kill. Where the kernel keeps the peak there is no sampler.
+#[tokio::test]
+async fn without_memory_peak_the_runner_samples_the_jobs_memory() {
+    let fake = FakeHost::v2("0::/\n", "cpu memory pids", "cpu memory pids");
+    let host = fake.detect(None).expect("detect");
+    let job = host.create_job("p", &limits(256 * MIB, 8)).expect("job");
+    assert!(job.sample_memory().is_none(), "memory.peak is there");
+    let dir = fake.cg("openvibe-skill-runner/jobs/p");
+    fs::remove_file(dir.join("memory.peak")).expect("rm");
+    let sampler = job.sample_memory().expect("a sampler without memory.peak");
+    fs::write(dir.join("memory.current"), (100 * MIB).to_string()).expect("w");
+    let started = std::time::Instant::now();
+    while sampler.peak() < 100 * MIB && started.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(PEAK_SAMPLE).await;
+    }
+    // Killed: the cgroup holds nearly nothing; the sampled peak stays.
+    fs::write(dir.join("memory.current"), "4096").expect("w");
+    tokio::time::sleep(PEAK_SAMPLE * 3).await;
+    assert_eq!(job.stats().mem_peak_bytes, 4096);
+    assert_eq!(sampler.peak(), 100 * MIB);
+    // v1 keeps its peak (memory.max_usage_in_bytes): no sampler.
+    let v1 = FakeHost::hybrid(true);
+    let v1_host = v1.detect(None).expect("detect");
+    let v1_job = v1_host.create_job("p", &limits(32 * MIB, 8)).expect("job");
+    assert!(v1_job.sample_memory().is_none());
+}
+
 #[test]
 fn errors_name_the_file_and_what_to_do() {
     let err = io_error(

@@ -605,6 +605,12 @@ impl Backend for V2 {
             .filter(|file| file.exists())
     }
 
+    fn memory_to_sample(&self, dirs: &[PathBuf]) -> Option<PathBuf> {
+        dirs.first()
+            .filter(|dir| !dir.join("memory.peak").exists())
+            .map(|dir| dir.join("memory.current"))
+    }
+
     fn set_frozen(&self, kernel: &dyn Kernel, dirs: &[PathBuf], frozen: bool) -> bool {
         let Some(dir) = dirs.first() else {
             return false;
