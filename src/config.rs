@@ -101,7 +101,7 @@ pub struct RunnerConfig {
     /// The Media service (`GET <media_url>/<media_id>`); unset means no fetch.
     #[serde(default)]
     pub media_url: Option<String>,
-    /// How long one Media fetch may take, in milliseconds.
+    /// How long the Media fetches of one job may take together, in milliseconds.
     #[serde(default = "default_media_timeout_ms")]
     pub media_timeout_ms: u64,
 }

@@ -73,6 +73,9 @@ impl Media {
     ) -> Result<Fetched, InputError> {
         let mut budget = self.max_bytes;
         let mut fetched = found;
+        // One deadline for the job's inputs together: a job of many inputs from a slow
+        // Media holds its slot for `media_timeout_ms` at most, not that for each input.
+        let deadline = tokio::time::Instant::now() + self.timeout;
         for input in &job.inputs {
             if input.content.is_some() || fetched.contains_key(&input.sha256) {
                 continue;
@@ -80,12 +83,13 @@ impl Media {
             let Some(media_id) = input.media_id.as_deref() else {
                 continue;
             };
-            let bytes = self.fetch(media_id, budget, job).await.map_err(|detail| {
-                InputError::Unavailable {
+            let bytes = self
+                .fetch(media_id, budget, job, deadline)
+                .await
+                .map_err(|detail| InputError::Unavailable {
                     name: input.name.clone(),
                     detail,
-                }
-            })?;
+                })?;
             crate::inputs::verify(input, &bytes)?;
             budget -= bytes.len();
             fetched.insert(input.sha256, bytes);
@@ -93,8 +97,14 @@ impl Media {
         Ok(fetched)
     }
 
-    /// The body of `GET <base>/<media_id>`, at most `limit` bytes, within the timeout.
-    async fn fetch(&self, media_id: &str, limit: usize, job: &ValidJob) -> Result<Vec<u8>, String> {
+    /// The body of `GET <base>/<media_id>`, at most `limit` bytes, by `deadline`.
+    async fn fetch(
+        &self,
+        media_id: &str,
+        limit: usize,
+        job: &ValidJob,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<u8>, String> {
         if media_id == "." || media_id == ".." || media_id.contains('/') {
             return Err(format!(
                 "media_id {media_id:?} is not a name Media can serve"
@@ -141,11 +151,13 @@ impl Media {
             }
             Ok(body)
         };
-        // The client's own timeout covers the same; this one also bounds a stalled body.
-        match tokio::time::timeout(self.timeout, work).await {
+        // The client's own timeout bounds one request; this one the job's inputs together,
+        // a stalled body included.
+        match tokio::time::timeout_at(deadline, work).await {
             Ok(r) => r,
             Err(_) => Err(format!(
-                "Media did not deliver {media_id} within {} ms",
+                "Media did not deliver {media_id} within runner.media_timeout_ms ({} ms for \
+                 all of the job's inputs)",
                 self.timeout.as_millis()
             )),
         }
@@ -178,7 +190,8 @@ mod tests {
     const GOOD: &[u8] = b"process.stdout.write('1')";
 
     /// A local Media: `/good`, `/other` (different bytes), `/big` (2 MiB announced),
-    /// `/stream` (2 MiB, no length), `/silent` (never answers), `/missing` (404).
+    /// `/stream` (2 MiB, no length), `/silent` (never answers), `/slow-*` (its own path,
+    /// after 300 ms), `/missing` (404).
     async fn server() -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -202,6 +215,10 @@ mod tests {
                                 "/media/other" => Response::new(full(b"process.exit(3)".to_vec())),
                                 "/media/big" => Response::new(full(vec![b'x'; 2 << 20])),
                                 "/media/stream" => Response::new(Chunks(64).boxed()),
+                                slow if slow.starts_with("/media/slow-") => {
+                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    Response::new(full(slow.as_bytes().to_vec()))
+                                }
                                 "/media/silent" => {
                                     tokio::time::sleep(Duration::from_secs(30)).await;
                                     Response::new(full(Vec::new()))
@@ -337,6 +354,45 @@ mod tests {
             .await
             .unwrap_err();
         assert!(matches!(e, InputError::Unavailable { .. }), "{e}");
+    }
+
+    /// `media_timeout_ms` bounds the job's inputs together: three inputs of 300 ms each
+    /// do not fit in 500 ms, though each alone would.
+    #[tokio::test]
+    async fn the_timeout_is_the_jobs_not_each_inputs() {
+        let addr = server().await;
+        let media = Media::new(
+            &format!("http://{addr}/media"),
+            Duration::from_millis(500),
+            1 << 20,
+        )
+        .unwrap();
+        let slow_job = |n: usize| {
+            let inputs: Vec<_> = (0..n)
+                .map(|i| {
+                    let id = format!("slow-{i}");
+                    serde_json::json!({"name": format!("f{i}.js"), "media_id": id,
+                        "sha256": hex::encode(sha256(format!("/media/{id}").as_bytes()))})
+                })
+                .collect();
+            let v = serde_json::json!({
+                "job_id": format!("media-slow-{n}"), "class": "function",
+                "artifact": crate::job::ARTIFACT,
+                "args": {"tool": "probe", "entry": "f0.js", "input": {}},
+                "inputs": inputs, "net": Net::Deny.as_str(),
+            });
+            crate::job::parse_job_value(v, &Bounds::default()).unwrap()
+        };
+        let one = media.fetch_missing(&slow_job(1), Fetched::new()).await;
+        assert_eq!(one.unwrap().len(), 1, "one alone fits");
+        let e = media
+            .fetch_missing(&slow_job(3), Fetched::new())
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("media_timeout_ms (500 ms for all"),
+            "{e}"
+        );
     }
 
     #[test]
