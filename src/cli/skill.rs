@@ -138,6 +138,12 @@ pub enum SkillError {
         declared: u64,
         cap: u64,
     },
+    #[error("--{flag} {requested} is below the least a job may have ({min}); use {min} or more")]
+    LimitTooLow {
+        flag: &'static str,
+        requested: u64,
+        min: u64,
+    },
     #[error("the input does not fit tool {tool:?}: {message}")]
     Input { tool: String, message: String },
     #[error("the job built from {dir} breaks a rule of the runner ({reason}): {message}")]
@@ -212,17 +218,15 @@ fn job_from_folder(dir: &Path, req: &RunRequest) -> Result<Job, SkillError> {
         tool,
         req.wall_ms,
         tool.declared_wall_ms(),
-        "wall-ms",
-        "wall_ms",
-        WALL_MS_CAP,
+        ("wall-ms", "wall_ms"),
+        (1, WALL_MS_CAP),
     )?;
     let mem_bytes = narrowed(
         tool,
         req.mem_bytes,
         tool.declared_mem_bytes(),
-        "mem-bytes",
-        "mem_bytes",
-        MEM_BYTES_CAP,
+        ("mem-bytes", "mem_bytes"),
+        (MEM_BYTES_MIN, MEM_BYTES_CAP),
     )?;
     check_required_keys(tool, &req.input)?;
 
@@ -257,16 +261,22 @@ fn net_breadth(net: Net) -> u8 {
     }
 }
 
+/// The limit a run asked for with `--<flag>`, within the job's bounds `(min, cap)` and no
+/// more than the tool declares in `limits.<field>`; the declared one when none was asked.
 fn narrowed(
     tool: &ToolManifest,
     requested: Option<u64>,
     declared: u64,
-    flag: &'static str,
-    field: &'static str,
-    cap: u64,
+    (flag, field): (&'static str, &'static str),
+    (min, cap): (u64, u64),
 ) -> Result<u64, SkillError> {
     match requested {
         None => Ok(declared),
+        Some(requested) if requested < min => Err(SkillError::LimitTooLow {
+            flag,
+            requested,
+            min,
+        }),
         Some(requested) if requested <= declared => Ok(requested),
         Some(requested) => Err(SkillError::LimitWider {
             tool: tool.name.clone(),

@@ -440,13 +440,28 @@ fn limits_may_be_lowered_not_raised() {
     build_error(&dir, &req, "limits.mem_bytes");
 }
 
+/// A flag below the job's least limit is named as the flag the person typed, with the
+/// least value (it read "limits.wall_ms" before, a field they never wrote).
 #[test]
-fn a_limit_below_the_minimum_is_the_runners_rejection() {
+fn a_limit_below_the_minimum_names_the_flag() {
     let dir = good_dir();
     let mut req = request("count_words");
     req.wall_ms = Some(0);
-    let e = build_error(&dir, &req, "wall_ms");
-    assert!(matches!(e, SkillError::Job { .. }), "{e}");
+    let e = build_error(
+        &dir,
+        &req,
+        "--wall-ms 0 is below the least a job may have (1)",
+    );
+    assert!(matches!(e, SkillError::LimitTooLow { .. }), "{e}");
+    let mut req = request("count_words");
+    req.mem_bytes = Some(1024);
+    build_error(
+        &dir,
+        &req,
+        "--mem-bytes 1024 is below the least a job may have (16777216)",
+    );
+    req.mem_bytes = Some(16_777_216);
+    valid_job_from_skill(dir.path(), &req).expect("the least is allowed");
 }
 
 #[test]
