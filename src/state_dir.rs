@@ -54,7 +54,7 @@ fn judged(dir: &Path) -> Result<(), String> {
     let absolute = std::path::absolute(dir).map_err(|e| cannot("resolve", e))?;
     let real = std::fs::canonicalize(&absolute).map_err(|e| cannot("resolve", e))?;
     for path in [&absolute, &real] {
-        along(path, me, dir)?;
+        along(path, me, dir, "the state directory")?;
     }
     let meta = std::fs::metadata(&real).map_err(|e| cannot("inspect", e))?;
     if !meta.is_dir() {
@@ -77,9 +77,33 @@ fn judged(dir: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// What is wrong with the way to the daemon's socket at `path` (made already): a folder or
+/// link on it, the socket's own folder included, that another user may change could let
+/// that user put a socket of their own in the daemon's place, and answer its callers.
+/// The same rule as the state directory's way; `None` when nobody else can.
+pub fn socket_problem(path: &Path) -> Option<String> {
+    let me = nix::unistd::geteuid().as_raw();
+    let absolute = match std::path::absolute(path) {
+        Ok(a) => a,
+        Err(e) => return Some(format!("cannot resolve the socket {}: {e}", path.display())),
+    };
+    let real = match absolute.parent().map(std::fs::canonicalize) {
+        Some(Ok(dir)) => dir.join(absolute.file_name().unwrap_or_default()),
+        Some(Err(e)) => return Some(format!("cannot resolve the socket {}: {e}", path.display())),
+        None => absolute.clone(),
+    };
+    for way in [&absolute, &real] {
+        if let Err(e) = along(way, me, path, "the socket") {
+            return Some(e);
+        }
+    }
+    None
+}
+
 /// Each folder and link on the way to `path` (not `path` itself when it is a folder: the
-/// caller checks it as the state directory), looked at without following links.
-fn along(path: &Path, me: u32, shown: &Path) -> Result<(), String> {
+/// caller checks it as the state directory), looked at without following links. `what`
+/// names `shown` in the messages.
+fn along(path: &Path, me: u32, shown: &Path, what: &str) -> Result<(), String> {
     let mut prefix = PathBuf::new();
     let parts: Vec<Component> = path.components().collect();
     for (i, part) in parts.iter().enumerate() {
@@ -88,7 +112,7 @@ fn along(path: &Path, me: u32, shown: &Path) -> Result<(), String> {
             Ok(m) => m,
             Err(e) => {
                 return Err(format!(
-                    "cannot inspect {} on the way to the state directory {}: {e}",
+                    "cannot inspect {} on the way to {what} {}: {e}",
                     prefix.display(),
                     shown.display()
                 ))
@@ -100,9 +124,9 @@ fn along(path: &Path, me: u32, shown: &Path) -> Result<(), String> {
         }
         if meta.uid() != 0 && meta.uid() != me {
             return Err(format!(
-                "{} on the way to the state directory {} belongs to uid {}: that user could \
-                 replace what the runner trusts; use a state directory whose every folder \
-                 and link belongs to root or to the runner's user",
+                "{} on the way to {what} {} belongs to uid {}: that user could replace what \
+                 the runner trusts; use a path whose every folder and link belongs to root \
+                 or to the runner's user",
                 prefix.display(),
                 shown.display(),
                 meta.uid()
@@ -111,9 +135,9 @@ fn along(path: &Path, me: u32, shown: &Path) -> Result<(), String> {
         let sticky = meta.mode() & 0o1000 != 0;
         if meta.is_dir() && meta.mode() & 0o022 != 0 && !sticky {
             return Err(format!(
-                "{} on the way to the state directory {} may be written by other users \
-                 (mode {:o}) and is not sticky: they could rename the state directory and \
-                 put their own in its place; use a state directory elsewhere",
+                "{} on the way to {what} {} may be written by other users (mode {:o}) and is \
+                 not sticky: they could rename what is there and put their own in its \
+                 place; use a folder only root or the runner's user may change",
                 prefix.display(),
                 shown.display(),
                 meta.mode() & 0o7777

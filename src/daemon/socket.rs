@@ -62,7 +62,12 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         None => None,
         Some(g) => Some(resolve_group(g)?),
     };
-    if let Err(e) = give_group(path, gid) {
+    if let Err(e) =
+        give_group(path, gid).and_then(|()| match crate::state_dir::socket_problem(path) {
+            None => Ok(()),
+            Some(p) => Err(p),
+        })
+    {
         // Not left for the next start to find: it is this process's, if still there.
         remove(path);
         return Err(e);
@@ -459,6 +464,34 @@ mod tests {
             (before.gid(), before.mode()),
             "the symlink's target is untouched"
         );
+    }
+
+    /// A socket folder another user may change is refused, and no socket is left in it:
+    /// that user could rename a socket of their own over the daemon's and answer its
+    /// callers. A sticky one, or one only root may change, is fine.
+    #[tokio::test]
+    async fn a_socket_folder_another_user_may_change_is_refused() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("run");
+        std::fs::create_dir(&dir).unwrap();
+        let path = dir.join("s.sock");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = bind(&path, None).unwrap_err();
+        assert!(
+            err.contains(&dir.display().to_string()) && err.contains("not sticky"),
+            "{err}"
+        );
+        assert!(!path.exists(), "no socket left behind");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        drop(bind(&path, None).expect("a sticky folder"));
+        std::fs::remove_file(&path).unwrap();
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+        if nix::unistd::geteuid().is_root() {
+            nix::unistd::chown(&dir, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+            let err = bind(&path, None).unwrap_err();
+            assert!(err.contains("belongs to uid 65534"), "{err}");
+            assert!(!path.exists(), "no socket left behind");
+        }
     }
 
     #[tokio::test]
