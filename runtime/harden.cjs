@@ -54,16 +54,11 @@ function lock(obj, name, value) {
 }
 
 // 1. vm compiles strings in this or new contexts (new contexts allow eval by default).
-//    Builtins share this exports object, so repl and others lose it too. Loading vm costs
-//    every tool a compile, so with module hooks it is locked when first asked for (the
-//    hooks and process.getBuiltinModule below), and before the builtins that load it
-//    inside Node and keep its functions: repl, and node:test (its snapshots run a file
-//    through vm.runInContext). Node 24.22.3's lib/ loads vm nowhere else a tool can reach
-//    (and elsewhere only to run its own constant strings).
+//    Builtins share this exports object, so repl and node:test (its snapshots run a file
+//    through vm.runInContext) lose it too. It is locked before the tool runs (below).
 const getBuiltinModule = process.getBuiltinModule;
 const objectKeys = Object.keys;
 const freeze = Object.freeze;
-let vmLocked = false;
 function lockVm() {
   // From Node itself, not through require: a tool may have replaced Module._load or
   // Module.prototype.require to hand this a decoy. (Without getBuiltinModule this runs
@@ -76,11 +71,6 @@ function lockVm() {
     if (names[i] !== 'constants') lock(vm, names[i], denied(`vm.${names[i]}`));
   }
   freeze(vm);
-  vmLocked = true;
-}
-function loadsVm(url) {
-  return url === 'node:vm' || url === 'node:repl' || url === 'node:test' ||
-    startsWith(url, 'node:test/');
 }
 
 // 2. The CommonJS loader: only a file's own bytes, from /skill, under the original wrapper.
@@ -88,6 +78,17 @@ const compile = Module.prototype._compile;
 const wrap = Module.wrap;
 const wrapper = Module.wrapper;
 const wrapperText = [wrapper[0], wrapper[1]];
+const ownDescriptor = Object.getOwnPropertyDescriptor;
+// Each part of the wrapper is still its own data property holding the original text: a
+// getter could give this check the original and Node's wrap, which reads it again, the
+// tool's own.
+function wrapperIntact() {
+  for (let i = 0; i < 2; i++) {
+    const d = ownDescriptor(wrapper, i);
+    if (d === undefined || !('value' in d) || d.value !== wrapperText[i]) return false;
+  }
+  return true;
+}
 function stripBom(s) {
   return charCodeAt(s, 0) === 0xfeff ? stringSlice(s, 1) : s;
 }
@@ -95,8 +96,7 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, ..
   if (
     Module.wrap !== wrap ||
     Module.wrapper !== wrapper ||
-    wrapper[0] !== wrapperText[0] ||
-    wrapper[1] !== wrapperText[1]
+    !wrapperIntact()
   ) {
     denied('changing Module.wrap or Module.wrapper')();
   }
@@ -154,9 +154,7 @@ function ownFree() {
   const left = jobMemBytes - apply(memoryRss, process.memoryUsage, []);
   return left > 0 ? left : 0;
 }
-let osLocked = false;
 function lockOs() {
-  osLocked = true;
   const os = typeof getBuiltinModule === 'function'
     ? apply(getBuiltinModule, process, ['os'])
     : require('os');
@@ -169,10 +167,7 @@ lock(process, 'constrainedMemory', function constrainedMemory() { return ownTota
 lock(process, 'availableMemory', function availableMemory() { return ownFree(); });
 
 // 5. V8 flags set at run time could loosen the checks above for code compiled later.
-//    The v8 module is large: it is locked when a tool first asks for it.
-let v8Locked = false;
 function lockV8() {
-  v8Locked = true;
   // From the copy of getBuiltinModule taken at start, never through require: a tool may
   // have replaced Module.prototype.require to hand this a decoy to lock instead.
   const v8 = typeof getBuiltinModule === 'function'
@@ -180,15 +175,20 @@ function lockV8() {
     : require('v8');
   lock(v8, 'setFlagsFromString', denied('v8.setFlagsFromString'));
 }
-if (typeof Module.registerHooks !== 'function') lockOs();
+// vm, v8 and os are locked now, before any code of the tool: every way to a builtin
+// (require and its hooks, process.getBuiltinModule, Module._load's internal options,
+// which skip the hooks) then finds them locked. Locking them on first use left that last
+// way open, and a lock a polluted Object.prototype made throw left its module open for
+// good. It costs a cold job about 2.5 ms (loading v8 and os); a warm sandbox pays it
+// while it waits.
+lockOs();
+lockV8();
+lockVm();
 if (typeof Module.registerHooks === 'function') Module.registerHooks({
   resolve(specifier, context, next) {
     const r = next(specifier, context);
     const refused = refusal(r.url);
     if (refused !== null) denied(refused)();
-    if (!v8Locked && r.url === 'node:v8') lockV8();
-    if (!vmLocked && loadsVm(r.url)) lockVm();
-    if (!osLocked && r.url === 'node:os') lockOs();
     return r;
   },
   load(url, context, next) {
@@ -197,22 +197,6 @@ if (typeof Module.registerHooks === 'function') Module.registerHooks({
     return next(url, context);
   },
 });
-else lockV8();
-// Without the hooks, or without getBuiltinModule to take vm from Node, vm is locked now.
-if (typeof Module.registerHooks !== 'function' || typeof getBuiltinModule !== 'function') {
-  lockVm();
-}
-// process.getBuiltinModule reaches builtins without the hooks above.
-if (typeof getBuiltinModule === 'function') {
-  lock(process, 'getBuiltinModule', function guardedGetBuiltinModule(id) {
-    if (!v8Locked && (id === 'v8' || id === 'node:v8')) lockV8();
-    if (!osLocked && (id === 'os' || id === 'node:os')) lockOs();
-    if (!vmLocked && typeof id === 'string' && loadsVm(startsWith(id, 'node:') ? id : `node:${id}`)) {
-      lockVm();
-    }
-    return apply(getBuiltinModule, process, [id]);
-  });
-}
 lock(Module, 'registerHooks', denied('module.registerHooks'));
 lock(Module, 'register', denied('module.register'));
 

@@ -101,6 +101,24 @@ const routes = {
     Reflect.apply(leaked, m, [`module.exports = ${SIX_TIMES_SEVEN}`, '/skill/virtual-c.js']);
     return m.exports;
   },
+  // Bypass: a getter on Module.wrapper[0] gives a guard that reads it the original text,
+  // and Node's wrap, which reads it again, the tool's own (code before the file's).
+  bypass_module_wrapper_index_getter: () => {
+    const original = Module.wrapper[0];
+    let reads = 0;
+    Object.defineProperty(Module.wrapper, 0, {
+      get() { reads++; return reads === 1 ? original : `${original}return module.exports = ${SIX_TIMES_SEVEN};`; },
+      configurable: true,
+      enumerable: true,
+    });
+    const file = require.resolve('./lib/trigger.js');
+    delete require.cache[file];
+    try {
+      return require('./lib/trigger.js');
+    } finally {
+      Object.defineProperty(Module.wrapper, 0, { value: original, writable: true, configurable: true, enumerable: true });
+    }
+  },
   cjs_require_non_js_input: () => require('./data/payload.txt'),
   wasm_module_sync: () => new WebAssembly.Instance(new WebAssembly.Module(WASM)).exports.f(),
   wasm_compile: async () => (await WebAssembly.instantiate(await WebAssembly.compile(WASM))).exports.f(),
