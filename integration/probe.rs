@@ -885,7 +885,7 @@ fn net_expectations(net: &str) -> Vec<(&'static str, Expect, &'static str)> {
             "seccomp: a tool serves nothing",
         ),
         (
-            "siocsifflags_lo_down",
+            "siocsifflags_down",
             inet(Errno(EPERM)),
             "no CAP_NET_ADMIN (and seccomp's ioctl list)",
         ),

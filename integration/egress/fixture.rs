@@ -1208,7 +1208,9 @@ fn namespace_holders(inodes: &[u64]) -> Vec<String> {
     found
 }
 
-/// Namespaces of an earlier run of this suite whose process is gone (killed mid-test).
+/// Namespaces of an earlier run of this suite whose process is gone (killed mid-test) and
+/// which no process holds: a pid this process cannot see may belong to a run in another
+/// pid namespace sharing `/run/netns`, whose namespaces its processes are in.
 fn remove_stale_namespaces() {
     for ns in netns_names() {
         let Some(rest) = ns.strip_prefix("ovsr-") else {
@@ -1217,7 +1219,13 @@ fn remove_stale_namespaces() {
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        let Ok(meta) = fs::metadata(format!("/run/netns/{ns}")) else {
+            continue;
+        };
+        if namespace_holders(&[meta.ino()]).is_empty() {
             let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         }
     }

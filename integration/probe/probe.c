@@ -580,8 +580,15 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
     /* Bad magic numbers: even a reboot that got through seccomp and capabilities does nothing. */
     TRY("reboot_bad_magic", syscall(SYS_reboot, 0, 0, 0, NULL));
     TRY("syslog_size", syscall(SYS_syslog, 10 /* SYSLOG_ACTION_SIZE_BUFFER */, NULL, 0));
-    TRY("sethostname", sethostname("pwned", 5));
-    TRY("setdomainname", setdomainname("pwned", 5));
+    /* One byte longer than a name may be: even one that got through seccomp and the
+       capability check changes nothing (EINVAL), here or, were the uts namespace gone too,
+       on the host. */
+    {
+        char longname[65];
+        memset(longname, 'p', sizeof longname);
+        TRY("sethostname", sethostname(longname, sizeof longname));
+        TRY("setdomainname", setdomainname(longname, sizeof longname));
+    }
     {
         char h[sizeof(int) * 2 + 128];
         memset(h, 0, sizeof h);
@@ -848,10 +855,20 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
     TRY("setpgid", setpgid(0, 0));
 
     /* Cross-job channels: System V and POSIX IPC. */
-    TRY("shmget_private", shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600));
+    /* TRY_IPC: an id that got through is removed at once. */
+#define TRY_IPC(name, expr, rm)                                                           \
+    do {                                                                                  \
+        errno = 0;                                                                        \
+        long r_ = (long)(expr);                                                           \
+        int e_ = errno;                                                                   \
+        attempt(name, r_, e_);                                                            \
+        if (r_ >= 0)                                                                      \
+            rm((int)r_, IPC_RMID, NULL);                                                  \
+    } while (0)
+    TRY_IPC("shmget_private", shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600), shmctl);
     TRY("msgget_host_key", msgget((key_t)sysvkey, 0));
     TRY("semget_host_key", semget((key_t)sysvkey, 0, 0));
-    TRY("msgget_private", msgget(IPC_PRIVATE, IPC_CREAT | 0600));
+    TRY_IPC("msgget_private", msgget(IPC_PRIVATE, IPC_CREAT | 0600), msgctl);
     TRY_FD("mq_open", syscall(SYS_mq_open, "ovsr-probe", O_RDONLY, 0, NULL));
 
     /* Signals: to the host's processes (signal 0 only), to pid 1, then to everyone. */
@@ -1042,8 +1059,10 @@ static void net_mode(void) {
             char pad[22];
         } ifr;
         memset(&ifr, 0, sizeof ifr);
-        strcpy(ifr.name, "lo");
-        TRY("siocsifflags_lo_down",
+        /* No such interface: the capability check comes first (EPERM), and one that got
+           through finds nothing to take down (ENODEV), not even the job's own lo. */
+        strcpy(ifr.name, "ovsr-none0");
+        TRY("siocsifflags_down",
             fd < 0 ? (errno = se, -1) : ioctl(fd, 0x8914 /* SIOCSIFFLAGS */, &ifr));
         if (fd >= 0)
             close(fd);

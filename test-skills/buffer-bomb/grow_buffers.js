@@ -2,11 +2,12 @@
 // HOSTILE (do not run outside the sandbox). Allocates memory outside the JavaScript heap:
 // 8 MiB Buffers, each filled with non-zero bytes so every page is really committed, all
 // kept. A V8 heap limit does not see these; the cgroup memory limit must end the job
-// (limit/memory). Self-limiting: stops at 2 GiB (256 buffers) or 60 s and prints
+// (limit/memory). Self-limiting: stops at 512 MiB (64 buffers, eight times its 64 MiB
+// job) or 60 s and prints
 // {"survived":true,...}; if an allocation is refused instead (RangeError), it prints
 // {"allocation_failed":true,...}. Either fails the test loudly.
 const CHUNK = 8 * 1024 * 1024;
-const MAX_CHUNKS = 256; // 2 GiB
+const MAX_CHUNKS = 64; // 512 MiB
 const deadline = Date.now() + 60000;
 const keep = [];
 let result;
