@@ -199,6 +199,26 @@ pub fn admitted(p: &Peer, allow_uids: &[u32], allow_gids: &[u32]) -> bool {
         || p.groups.iter().any(|g| allow_gids.contains(g))
 }
 
+/// Connections of callers the allow lists do not admit, served at once (their first
+/// request is answered 403) beside the `max_connections` of the callers they do: a caller
+/// turned away must not hold the slots of those let in.
+const OUTSIDER_CONNECTIONS: usize = 8;
+/// How long an outsider's connection may take to send its request's head.
+const OUTSIDER_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Whether `peer` (none: its credentials could not be read) is an outsider now, and how
+/// long its connection may take to send a request's head.
+fn connection_terms(peer: Option<&Peer>, jobs: &Jobs) -> (bool, Duration) {
+    let s = jobs.settings();
+    let outsider = !peer.is_some_and(|p| admitted(p, &s.allow_uids, &s.allow_gids));
+    let header_timeout = if outsider {
+        OUTSIDER_HEADER_TIMEOUT.min(jobs.header_timeout)
+    } else {
+        jobs.header_timeout
+    };
+    (outsider, header_timeout)
+}
+
 pub async fn accept_loop(
     listener: UnixListener,
     jobs: Arc<Jobs>,
@@ -208,11 +228,8 @@ pub async fn accept_loop(
     max_connections: usize,
 ) {
     let slots = Arc::new(Semaphore::new(max_connections));
+    let outsiders = Arc::new(Semaphore::new(OUTSIDER_CONNECTIONS));
     loop {
-        let permit = tokio::select! {
-            _ = stop.cancelled() => return,
-            p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-        };
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
             r = listener.accept() => match r {
@@ -225,31 +242,47 @@ pub async fn accept_loop(
                 }
             },
         };
+        let peer = peer(&stream)
+            .map_err(|e| tracing::warn!(error = %e, "connection refused: no peer credentials"))
+            .ok();
+        let (outsider, header_timeout) = connection_terms(peer.as_ref(), &jobs);
+        let permit = if outsider {
+            match outsiders.clone().try_acquire_owned() {
+                Ok(p) => p,
+                Err(_) => {
+                    // Turned away already too often at once: closed unanswered.
+                    jobs.metrics.forbidden();
+                    continue;
+                }
+            }
+        } else {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            }
+        };
         let jobs = jobs.clone();
         let close = close_connections.clone();
         conns.spawn(async move {
-            serve_connection(stream, jobs, close).await;
+            serve_peer(stream, peer, jobs, close, header_timeout).await;
             drop(permit);
         });
     }
-}
-
-async fn serve_connection(stream: UnixStream, jobs: Arc<Jobs>, close: CancellationToken) {
-    let peer = peer(&stream)
-        .map_err(|e| tracing::warn!(error = %e, "connection refused: no peer credentials"))
-        .ok();
-    serve_peer(stream, peer, jobs, close).await;
 }
 
 /// Serves one connection of this caller. The caller is checked at each request against
 /// the allow lists of that moment: a reload that takes a caller off them turns its open
 /// connections away too, not only its next ones. A refused request is answered 403 and
 /// its connection closed.
-async fn serve_peer<S>(stream: S, peer: Option<Peer>, jobs: Arc<Jobs>, close: CancellationToken)
-where
+async fn serve_peer<S>(
+    stream: S,
+    peer: Option<Peer>,
+    jobs: Arc<Jobs>,
+    close: CancellationToken,
+    header_timeout: Duration,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let header_timeout = jobs.header_timeout;
     let svc = service_fn(move |req| {
         let jobs = jobs.clone();
         let peer = peer.clone();
@@ -317,6 +350,43 @@ mod tests {
         assert!(!admitted(&p(1000, 1000, &[27]), &[1001], &[998]));
     }
 
+    /// A caller the allow lists do not admit gets a second to send its request and its own
+    /// few connections: one that connects and sends nothing held a slot of the admitted
+    /// callers' for the whole header timeout, so a loop of them shut the API.
+    #[tokio::test]
+    async fn an_outsider_that_sends_nothing_is_let_go_within_a_second() {
+        let config = crate::config::Config::parse(
+            "[daemon]\nallow_uids = [65533]\nheader_timeout_ms = 60000\n",
+        )
+        .unwrap();
+        let d = super::super::jobs::tests::jobs_under(None, &config);
+        let jobs = d.jobs.clone();
+        assert_eq!(jobs.header_timeout, Duration::from_secs(60));
+        let outsider = p(65532, 65534, &[]);
+        assert_eq!(
+            connection_terms(Some(&outsider), &jobs),
+            (true, OUTSIDER_HEADER_TIMEOUT)
+        );
+        assert!(connection_terms(None, &jobs).0, "no credentials");
+        let member = p(65533, 65534, &[]);
+        assert_eq!(
+            connection_terms(Some(&member), &jobs),
+            (false, Duration::from_secs(60))
+        );
+        let (_client, server) = UnixStream::pair().unwrap();
+        let (_, timeout) = connection_terms(Some(&outsider), &jobs);
+        let served = serve_peer(
+            server,
+            Some(outsider),
+            jobs,
+            CancellationToken::new(),
+            timeout,
+        );
+        tokio::time::timeout(Duration::from_secs(10), served)
+            .await
+            .expect("let go long before the 60 s header timeout");
+    }
+
     #[tokio::test]
     async fn a_reload_that_takes_a_caller_off_the_allow_list_turns_its_open_connection_away() {
         use http_body_util::{BodyExt as _, Empty};
@@ -330,6 +400,7 @@ mod tests {
             Some(caller),
             jobs.clone(),
             CancellationToken::new(),
+            jobs.header_timeout,
         ));
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(client))
             .await
@@ -385,6 +456,7 @@ mod tests {
                 Some(p(0, 0, &[])),
                 jobs.clone(),
                 CancellationToken::new(),
+                jobs.header_timeout,
             ));
             let mut req = format!(
                 "POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
