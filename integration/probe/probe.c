@@ -138,16 +138,19 @@ static void attempt(const char *name, long ret, int err) {
         attempt(name, r_, e_);                                                            \
     } while (0)
 
-/* An attempt that may return a descriptor: closed at once. */
-#define TRY_FD(name, expr)                                                                \
+/* An attempt whose success made something (`r_`, the call's result): `undo` removes it. */
+#define TRY_UNDO(name, expr, undo)                                                        \
     do {                                                                                  \
         errno = 0;                                                                        \
         long r_ = (long)(expr);                                                           \
         int e_ = errno;                                                                   \
         attempt(name, r_, e_);                                                            \
         if (r_ >= 0)                                                                      \
-            close((int)r_);                                                               \
+            undo;                                                                         \
     } while (0)
+
+/* An attempt that may return a descriptor: closed at once. */
+#define TRY_FD(name, expr) TRY_UNDO(name, expr, close((int)r_))
 
 static int first_fact = 1;
 
@@ -855,20 +858,13 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
     TRY("setpgid", setpgid(0, 0));
 
     /* Cross-job channels: System V and POSIX IPC. */
-    /* TRY_IPC: an id that got through is removed at once. */
-#define TRY_IPC(name, expr, rm)                                                           \
-    do {                                                                                  \
-        errno = 0;                                                                        \
-        long r_ = (long)(expr);                                                           \
-        int e_ = errno;                                                                   \
-        attempt(name, r_, e_);                                                            \
-        if (r_ >= 0)                                                                      \
-            rm((int)r_, IPC_RMID, NULL);                                                  \
-    } while (0)
-    TRY_IPC("shmget_private", shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600), shmctl);
+    /* An id that got through is removed at once. */
+    TRY_UNDO("shmget_private", shmget(IPC_PRIVATE, 4096, IPC_CREAT | 0600),
+             shmctl((int)r_, IPC_RMID, NULL));
     TRY("msgget_host_key", msgget((key_t)sysvkey, 0));
     TRY("semget_host_key", semget((key_t)sysvkey, 0, 0));
-    TRY_IPC("msgget_private", msgget(IPC_PRIVATE, IPC_CREAT | 0600), msgctl);
+    TRY_UNDO("msgget_private", msgget(IPC_PRIVATE, IPC_CREAT | 0600),
+             msgctl((int)r_, IPC_RMID, NULL));
     TRY_FD("mq_open", syscall(SYS_mq_open, "ovsr-probe", O_RDONLY, 0, NULL));
 
     /* Signals: to the host's processes (signal 0 only), to pid 1, then to everyone. */
