@@ -332,6 +332,37 @@ fn file_stamp(path: &Path) -> Option<Stamp> {
     Some((m.modified().ok()?, m.len(), m.ino()))
 }
 
+/// When the configuration file is read again: once a change has held for a whole poll (a
+/// file rewritten in place, by an editor say, may be caught half-written, and an empty
+/// one reads as skills off), or at once on SIGHUP.
+struct Watch {
+    /// What the running configuration was read from.
+    applied: Option<Stamp>,
+    /// What the last poll saw.
+    seen: Option<Stamp>,
+}
+
+impl Watch {
+    fn new(loaded: Option<Stamp>) -> Watch {
+        Watch {
+            applied: loaded,
+            seen: loaded,
+        }
+    }
+
+    /// Whether to read the file now, seeing `now`; if so, `now` counts as applied.
+    fn read_now(&mut self, now: Option<Stamp>, forced: bool) -> bool {
+        let held = now == self.seen;
+        self.seen = now;
+        if forced || (held && now != self.applied) {
+            self.applied = now;
+            true
+        } else {
+            false
+        }
+    }
+}
+
 /// Re-reads the configuration on SIGHUP and when the file changes (polled every second).
 async fn reload_loop(
     mut hup: tokio::signal::unix::Signal,
@@ -341,19 +372,16 @@ async fn reload_loop(
     started: Config,
     jobs: Arc<Jobs>,
 ) {
-    // What the running configuration was read from, not what the file is now.
-    let mut stamp = loaded;
+    let mut watch = Watch::new(loaded);
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let forced = tokio::select! {
             _ = tick.tick() => false,
             Some(_) = hup.recv() => true,
         };
-        let now = file_stamp(&path);
-        if !forced && now == stamp {
+        if !watch.read_now(file_stamp(&path), forced) {
             continue;
         }
-        stamp = now;
         let mut config = match load_config(&path) {
             Ok(c) => c,
             Err(e) => {
@@ -515,6 +543,30 @@ pub fn info(jobs: &Jobs) -> Info {
 
 #[cfg(test)]
 mod tests {
+    /// A change is read once it has held for a whole poll; SIGHUP reads at once.
+    #[test]
+    fn a_change_is_read_once_it_held_for_a_poll() {
+        let t = |n: u64| {
+            Some((
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(n),
+                n,
+                7,
+            ))
+        };
+        let mut w = super::Watch::new(t(1));
+        assert!(!w.read_now(t(1), false), "unchanged");
+        assert!(!w.read_now(t(2), false), "changed: maybe half-written");
+        assert!(!w.read_now(t(3), false), "changed again");
+        assert!(w.read_now(t(3), false), "held for a poll");
+        assert!(!w.read_now(t(3), false), "read already");
+        assert!(w.read_now(t(3), true), "SIGHUP");
+        assert!(!w.read_now(None, false), "gone: maybe being replaced");
+        assert!(
+            w.read_now(None, false),
+            "gone for good: read (the defaults)"
+        );
+    }
+
     /// The daemon's loader on a file of `text`.
     fn loaded(text: &str) -> Result<crate::config::Config, String> {
         let dir = tempfile::tempdir().expect("a temporary folder");
