@@ -16,6 +16,27 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// A new folder in `dir` that only this user may enter, for the socket to be made in.
+fn private_folder(dir: &Path) -> Result<std::path::PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let private = dir.join(format!(
+        ".openvibe-skill-runner-bind.{}.{n}",
+        std::process::id()
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&private)
+        .map_err(|e| {
+            format!(
+                "cannot make a folder for the socket in {}: {e}",
+                dir.display()
+            )
+        })?;
+    Ok(private)
+}
+
 /// Binds the socket: its directory is made if missing; a socket file nothing listens on
 /// (a crashed daemon's) is replaced; anything else at the path is an error. Mode 0660,
 /// owned by root and `group` when given.
@@ -48,29 +69,46 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(format!("cannot inspect {}: {e}", path.display())),
     }
-    // The socket is made with its final mode, 0660 (umask 0117), owned by root's group
-    // until the chown below, so nobody else can connect in between; and nothing after the
-    // bind follows a symlink: whoever may write to the socket's directory could put one in
-    // its place, and a chmod or chown through it would hand that file to the socket's group.
-    // SAFETY: umask only changes this process's file creation mask.
-    let old = unsafe { libc::umask(0o117) };
-    let listener = UnixListener::bind(path);
-    // SAFETY: as above, restoring it.
-    unsafe { libc::umask(old) };
-    let listener = listener.map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    let gid = match group {
-        None => None,
-        Some(g) => Some(resolve_group(g)?),
-    };
-    if let Err(e) =
-        give_group(path, gid).and_then(|()| match crate::state_dir::socket_problem(path) {
-            None => Ok(()),
-            Some(p) => Err(p),
-        })
-    {
+    // The socket is made in a folder of its own that only this user may enter, given its
+    // final mode (0660) and group there, checked, and only then moved into place, never over
+    // anything: nobody can connect before its mode says who may, nothing after the bind
+    // follows a link another user put in its place, and the process's umask, which its other
+    // threads make files under meanwhile, is never changed.
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let private = private_folder(dir)?;
+    let staged = private.join("socket");
+    let made = UnixListener::bind(&staged)
+        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))
+        .and_then(|listener| {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o660)).map_err(
+                |e| format!("cannot set the mode of the socket {}: {e}", path.display()),
+            )?;
+            let gid = match group {
+                None => None,
+                Some(g) => Some(resolve_group(g)?),
+            };
+            give_group(&staged, gid)?;
+            nix::fcntl::renameat2(
+                nix::fcntl::AT_FDCWD,
+                &staged,
+                nix::fcntl::AT_FDCWD,
+                path,
+                nix::fcntl::RenameFlags::RENAME_NOREPLACE,
+            )
+            .map_err(|e| format!("cannot put the socket in place at {}: {e}", path.display()))?;
+            Ok(listener)
+        });
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&private);
+    let listener = made?;
+    if let Some(problem) = crate::state_dir::socket_problem(path) {
         // Not left for the next start to find: it is this process's, if still there.
         remove(path);
-        return Err(e);
+        return Err(problem);
     }
     Ok(listener)
 }
