@@ -532,12 +532,25 @@ impl Jobs {
     /// SIGTERM: take nothing new, end the queue, let running jobs finish for the grace
     /// period, then kill them; returns when every job has its journaled result.
     pub async fn shutdown(&self) {
+        // No job can take a warm sandbox from here on; they go, with the refill task,
+        // during the grace period.
+        match self.pool.as_ref().map(|pool| pool.shutdown()) {
+            Some(pool_down) => self.shutdown_beside(pool_down).await,
+            None => self.shutdown_beside(async {}).await,
+        }
+    }
+
+    /// [`Self::shutdown`], with `beside` (the warm pool's drain) run during the grace
+    /// period rather than before it: a warm-up under way may take up to its own timeout to
+    /// end, and the running jobs' grace must not wait for it. Returns once both are done.
+    pub(super) async fn shutdown_beside(&self, beside: impl std::future::Future<Output = ()>) {
         self.stopping.cancel();
         self.tasks.close();
-        // No job can take a warm sandbox now: they go first, with the refill task.
-        if let Some(pool) = &self.pool {
-            pool.shutdown().await;
-        }
+        tokio::join!(beside, self.stop_jobs());
+    }
+
+    /// The running jobs' part of a shutdown: the grace period, then the kill.
+    async fn stop_jobs(&self) {
         let grace = Duration::from_millis(self.settings().shutdown_grace_ms);
         let (running, queued) = self.load();
         tracing::info!(

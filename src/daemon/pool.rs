@@ -341,8 +341,9 @@ impl<W: Warmer> Pool<W> {
     }
 
     /// Shutdown: the refill task ends (a warm-up under way is finished, then discarded)
-    /// and every sandbox is discarded.
-    pub async fn shutdown(&self) {
+    /// and every sandbox is discarded. The pool is closed at the call, before the future
+    /// is first polled: no job takes a sandbox after it.
+    pub fn shutdown(&self) -> impl Future<Output = ()> + Send + '_ {
         let drained = {
             let mut st = self.state();
             st.closed = true;
@@ -350,6 +351,11 @@ impl<W: Warmer> Pool<W> {
             self.leaving(std::mem::take(&mut st.ready))
         };
         self.stop.cancel();
+        self.closed_down(drained)
+    }
+
+    /// The rest of [`Self::shutdown`], once the pool is closed.
+    async fn closed_down(&self, drained: Vec<W::Sandbox>) {
         self.discard_all_now(drained).await;
         let task = self.task.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(task) = task {

@@ -477,6 +477,52 @@ async fn a_stop_ends_the_queue_then_kills_the_running_job_after_the_grace_as_shu
 }
 
 #[tokio::test]
+async fn the_grace_runs_beside_the_pools_drain_not_after_it() {
+    // The drain (a warm-up under way may take up to its own timeout) ends only once the
+    // running job was killed at the end of its grace: run one after the other, the two
+    // would wait for each other for ever.
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let a = handle(d.jobs.submit(&body("a")).await);
+    until("a starts", || stand.runs() == 1).await;
+    let killed = Arc::new(tokio::sync::Notify::new());
+    let drained = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let drain = {
+        let (killed, drained) = (killed.clone(), drained.clone());
+        async move {
+            killed.notified().await;
+            drained.store(true, Ordering::SeqCst);
+        }
+    };
+    let watch = {
+        let stand = stand.clone();
+        tokio::spawn(async move {
+            until("the grace is over and the job killed", || {
+                !stand
+                    .causes
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .is_empty()
+            })
+            .await;
+            killed.notify_one();
+        })
+    };
+    tokio::time::timeout(Duration::from_secs(5), d.jobs.shutdown_beside(drain))
+        .await
+        .expect("the shutdown ends once the job is killed and the drain is done");
+    watch.await.expect("the watch");
+    assert!(
+        drained.load(Ordering::SeqCst),
+        "the shutdown waited for the drain"
+    );
+    assert_eq!(
+        reason(&*done(&a).await),
+        (Status::Internal, Some("shutdown"))
+    );
+}
+
+#[tokio::test]
 async fn a_cancel_that_came_first_stays_cancelled_through_a_stop() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
