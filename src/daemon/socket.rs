@@ -16,15 +16,15 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+/// The name's start of the folders [`private_folder`] makes; the pid that made one follows.
+const BIND_FOLDER: &str = ".openvibe-skill-runner-bind.";
+
 /// A new folder in `dir` that only this user may enter, for the socket to be made in.
 fn private_folder(dir: &Path) -> Result<std::path::PathBuf, String> {
     use std::os::unix::fs::DirBuilderExt as _;
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let private = dir.join(format!(
-        ".openvibe-skill-runner-bind.{}.{n}",
-        std::process::id()
-    ));
+    let private = dir.join(format!("{BIND_FOLDER}{}.{n}", std::process::id()));
     std::fs::DirBuilder::new()
         .mode(0o700)
         .create(&private)
@@ -35,6 +35,45 @@ fn private_folder(dir: &Path) -> Result<std::path::PathBuf, String> {
             )
         })?;
     Ok(private)
+}
+
+/// Removes the folders [`private_folder`] left in `dir` when the daemon that made them died
+/// between its bind and the move (their pid is gone): each holds at most the socket it
+/// made. Only this user's own folders are touched, nothing is followed, and a folder whose
+/// daemon lives (or whose pid was taken again) is left alone.
+fn remove_dead_bind_folders(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let me = nix::unistd::geteuid().as_raw();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(BIND_FOLDER))
+            .and_then(|rest| rest.split_once('.'))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<i32>().ok()))
+            .filter(|&pid| pid > 0)
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+        let path = entry.path();
+        let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
+        if alive || !ours {
+            continue;
+        }
+        let _ = std::fs::remove_file(path.join("socket"));
+        match std::fs::remove_dir(&path) {
+            Ok(()) => {
+                tracing::info!(folder = %path.display(), "removed a dead daemon's bind folder")
+            }
+            Err(e) => {
+                tracing::warn!(folder = %path.display(), error = %e, "cannot remove a dead daemon's bind folder")
+            }
+        }
+    }
 }
 
 /// Binds the socket: its directory is made if missing; a socket file nothing listens on
@@ -78,6 +117,7 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    remove_dead_bind_folders(dir);
     let private = private_folder(dir)?;
     let staged = private.join("socket");
     let made = UnixListener::bind(&staged)
@@ -554,6 +594,34 @@ mod tests {
         std::fs::write(&file, "x").unwrap();
         assert!(bind(&file, None).is_err());
         assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    }
+
+    #[tokio::test]
+    async fn a_dead_daemons_bind_folder_is_removed_a_live_ones_is_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.sock");
+        // A pid that has ended: a child of this test, reaped.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dead_folder = tmp.path().join(format!("{BIND_FOLDER}{dead}.0"));
+        std::fs::create_dir(&dead_folder).unwrap();
+        let _stale = std::os::unix::net::UnixListener::bind(dead_folder.join("socket")).unwrap();
+        let live_folder = tmp
+            .path()
+            .join(format!("{BIND_FOLDER}{}.999999", std::process::id()));
+        std::fs::create_dir(&live_folder).unwrap();
+        let other = tmp.path().join(format!("{BIND_FOLDER}{dead}"));
+        std::fs::create_dir(&other).unwrap();
+        let _l = bind(&path, None).unwrap();
+        assert!(!dead_folder.exists(), "the dead daemon's folder is removed");
+        assert!(live_folder.exists(), "a live daemon's folder is left");
+        assert!(other.exists(), "a folder of another name is left");
+        let names: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 3, "{names:?}");
     }
 
     #[test]
