@@ -125,6 +125,9 @@ fn checks(config: &Config) -> Vec<Check> {
     out.push(core_dump_check(
         std::fs::read_to_string("/proc/sys/kernel/core_pattern").map_err(|e| e.to_string()),
     ));
+    out.push(coredump_filter_check(std::path::Path::new(
+        "/proc/self/coredump_filter",
+    )));
     out.push(egress_check(config));
     match CgroupHost::detect(crate::sandbox::cgroup_parent(config).as_deref()) {
         Ok(h) => match h.swap_problem() {
@@ -262,6 +265,43 @@ fn core_dump_check(pattern: Result<String, String>) -> Check {
     check("core dumps", true, detail, None)
 }
 
+/// Whether this process may set its own `coredump_filter`, as every job's init stage does
+/// (to 0, so that a core holds none of a job's memory; a job whose write fails does not
+/// run). The value read is written back, so nothing changes: in hexadecimal with its `0x`,
+/// since the kernel reads the file's zero-padded form as octal.
+fn coredump_filter_check(path: &std::path::Path) -> Check {
+    let tried = std::fs::read_to_string(path)
+        .and_then(|value| std::fs::write(path, format!("0x{}", value.trim())));
+    match tried {
+        Ok(()) => check(
+            "core filter",
+            true,
+            "each job's processes are given a coredump_filter of 0".into(),
+            None,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => check(
+            "core filter",
+            true,
+            "no coredump_filter: this kernel writes no ELF core dumps".into(),
+            None,
+        ),
+        Err(e) => check(
+            "core filter",
+            false,
+            format!(
+                "cannot write {}: {e}; every job would fail at its setup, which sets it to 0 so \
+                 that a core of a job holds none of its memory",
+                path.display()
+            ),
+            Some(
+                "run the runner with a writable /proc (not a container's read-only one, and no \
+                 security profile that denies writes to /proc/<pid>/coredump_filter)"
+                    .into(),
+            ),
+        ),
+    }
+}
+
 /// The egress policy, a job network namespace with local routes, and the upstream DNS
 /// servers: what `openvibe-only` and `public` jobs need.
 fn egress_check(config: &Config) -> Check {
@@ -365,6 +405,39 @@ pub fn run(config: Config, json: bool) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_core_filter_is_written_back_unchanged_and_a_failed_write_is_a_problem() {
+        // This process's own: the check changes nothing (the kernel's zero-padded form,
+        // written back without its `0x`, would be read as octal).
+        let own = std::path::Path::new("/proc/self/coredump_filter");
+        let before = std::fs::read_to_string(own).unwrap();
+        let c = coredump_filter_check(own);
+        assert!(c.ok, "{}", c.detail);
+        assert_eq!(std::fs::read_to_string(own).unwrap(), before);
+
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("coredump_filter");
+        std::fs::write(&file, "00000033\n").unwrap();
+        assert!(coredump_filter_check(&file).ok);
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "0x00000033");
+
+        let c = coredump_filter_check(&tmp.path().join("missing"));
+        assert!(c.ok && c.detail.contains("no ELF core"), "{}", c.detail);
+
+        // A directory in its place cannot be written, as a read-only /proc's file cannot.
+        let c = coredump_filter_check(tmp.path());
+        assert!(!c.ok, "{}", c.detail);
+        assert!(
+            c.detail.contains("every job would fail")
+                && c.fix
+                    .as_deref()
+                    .is_some_and(|f| f.contains("writable /proc")),
+            "{} {:?}",
+            c.detail,
+            c.fix
+        );
+    }
 
     #[test]
     fn the_core_pattern_is_reported_with_what_it_means() {
