@@ -817,6 +817,19 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
                 None,
             )
         }
+        // Ended by itself, but only seen past its deadline (the end and the wall clock's
+        // timer fell in the same moment, and the end was looked at first): at `wall_ms`
+        // the job is killed, so a run past it is never an `ok` one.
+        None if o.wall.as_millis() > u128::from(wall_ms) => {
+            return verdict(
+                Reason::Wall,
+                format!(
+                    "the tool ran past its wall-clock limit of {wall_ms} ms (it ended at {} ms)",
+                    o.wall.as_millis()
+                ),
+                None,
+            )
+        }
         None => {}
     }
     let failed = exit_code != Some(0);

@@ -103,6 +103,28 @@ fn exit_and_signal() {
 }
 
 #[test]
+fn an_end_seen_past_the_wall_clock_is_a_wall_limit_never_ok() {
+    let mut o = exited(0, "{}");
+    o.wall = Duration::from_micros(1_000_900);
+    assert_eq!(
+        status_reason(&o),
+        (Status::Ok, None),
+        "within the millisecond"
+    );
+    o.wall = Duration::from_millis(1_002);
+    assert_eq!(status_reason(&o), (Status::Limit, Some("wall".into())));
+    let v = classify(&o, 1000, 1 << 27);
+    assert!(v.output.is_none());
+    assert!(
+        v.message
+            .as_deref()
+            .is_some_and(|m| m.contains("limit of 1000 ms") && m.contains("ended at 1002 ms")),
+        "{:?}",
+        v.message
+    );
+}
+
+#[test]
 fn kills_by_the_runner() {
     let mut o = exited(0, "{}");
     o.killed = Some(Kill::Wall);
