@@ -71,7 +71,20 @@ impl Media {
         job: &ValidJob,
         found: Fetched,
     ) -> Result<Fetched, InputError> {
-        let mut budget = self.max_bytes;
+        // What the job already holds (carried, or found in the cache) counts against the
+        // bound all its inputs share: only what is left of it is fetched, and with nothing
+        // left Media is not asked at all.
+        let held: usize = job
+            .inputs
+            .iter()
+            .filter_map(|i| {
+                i.content
+                    .as_ref()
+                    .or_else(|| found.get(&i.sha256))
+                    .map(Vec::len)
+            })
+            .sum();
+        let mut budget = self.max_bytes.saturating_sub(held);
         let mut fetched = found;
         // One deadline for the job's inputs together: a job of many inputs from a slow
         // Media holds its slot for `media_timeout_ms` at most, not that for each input.
@@ -83,6 +96,16 @@ impl Media {
             let Some(media_id) = input.media_id.as_deref() else {
                 continue;
             };
+            if held > self.max_bytes {
+                return Err(InputError::Unavailable {
+                    name: input.name.clone(),
+                    detail: format!(
+                        "the job's other inputs already hold {held} bytes, more than the {} \
+                         all its inputs share; {media_id} was not fetched",
+                        self.max_bytes
+                    ),
+                });
+            }
             let bytes = self
                 .fetch(media_id, budget, job, deadline)
                 .await
@@ -270,6 +293,80 @@ mod tests {
             "net": Net::Deny.as_str(),
         });
         crate::job::parse_job_value(v, &Bounds::default()).unwrap()
+    }
+
+    /// A job of an input carried inline (`carried` bytes), one it names by its sha256
+    /// alone (`named`: for the cache to hold), and `good` from Media.
+    fn job_carrying(carried: usize, named: &[u8]) -> ValidJob {
+        use base64::Engine as _;
+        let inline = vec![b' '; carried];
+        let v = serde_json::json!({
+            "job_id": "media-budget",
+            "class": "function",
+            "artifact": crate::job::ARTIFACT,
+            "subject": "person_1",
+            "args": {"tool": "probe", "entry": "t.js", "input": {}},
+            "inputs": [
+                {"name": "carried.txt", "sha256": hex::encode(sha256(&inline)),
+                 "content_base64": base64::engine::general_purpose::STANDARD.encode(&inline)},
+                {"name": "named.txt", "sha256": hex::encode(sha256(named))},
+                {"name": "t.js", "media_id": "good", "sha256": hex::encode(sha256(GOOD))},
+            ],
+            "net": Net::Deny.as_str(),
+        });
+        crate::job::parse_job_value(v, &Bounds::default()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn what_the_job_carries_or_the_cache_holds_counts_against_what_is_fetched() {
+        let addr = server().await;
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"), 4 << 20);
+        let media = Media::new(
+            &format!("http://{addr}/media/"),
+            Duration::from_secs(5),
+            1 << 20,
+        )
+        .unwrap();
+        let named = vec![b'n'; 600 << 10];
+        cache.put(&sha256(&named), &named);
+        // Room for the whole of `good`: fetched.
+        let job = job_carrying((1 << 20) - named.len() - GOOD.len(), &named);
+        let fetched = media
+            .fetch_missing(&job, crate::inputs::cached(&job, &cache))
+            .await
+            .unwrap();
+        assert_eq!(fetched.get(&sha256(GOOD)).map(Vec::as_slice), Some(GOOD));
+        // Ten bytes of room: refused on the length Media announces.
+        let job = job_carrying((1 << 20) - named.len() - 10, &named);
+        match media
+            .fetch_missing(&job, crate::inputs::cached(&job, &cache))
+            .await
+        {
+            Err(InputError::Unavailable { name, detail }) => {
+                assert_eq!(name, "t.js");
+                assert!(detail.contains("may hold 10 more"), "{detail}");
+            }
+            other => panic!(
+                "expected the fetch refused, got {:?}",
+                other.map(|f| f.len())
+            ),
+        }
+        // Over the bound already: Media is not asked (nothing listens on this one).
+        let dead = Media::new("http://127.0.0.1:9/", Duration::from_millis(300), 1 << 20).unwrap();
+        let job = job_carrying(600 << 10, &named);
+        match dead
+            .fetch_missing(&job, crate::inputs::cached(&job, &cache))
+            .await
+        {
+            Err(InputError::Unavailable { detail, .. }) => {
+                assert!(
+                    detail.contains("already hold 1228800 bytes") && detail.contains("not fetched"),
+                    "{detail}"
+                );
+            }
+            other => panic!("expected no fetch, got {:?}", other.map(|f| f.len())),
+        }
     }
 
     #[tokio::test]
