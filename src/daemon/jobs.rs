@@ -417,7 +417,12 @@ impl Jobs {
             .blocking(move |j| j.accept(&jid, run_id, &t, jnet, accepted_ms))
             .await
         {
-            Some(Ok(())) => self.journal_outcome(&Ok(())),
+            Some(Ok(None)) => self.journal_outcome(&Ok(())),
+            Some(Ok(Some(trouble))) => {
+                // Committed: accepted, its row kept with every other one (see `accept`).
+                tracing::error!(job_id = %id, error = %trouble, "the journal's file went astray while a job was accepted; the job is in the journal the daemon holds and writes back");
+                self.journal_outcome(&Err(trouble.to_string()));
+            }
             other => {
                 let msg = journal_failure(other);
                 tracing::error!(job_id = %id, error = %msg, "cannot journal an accepted job; not accepted");

@@ -525,6 +525,14 @@ impl Journal {
 
     /// Records an accepted job. An id whose journaled result is `rejected` (nothing ran)
     /// is replaced; any other existing row is an error (the caller checked for duplicates).
+    ///
+    /// Once its row is committed the job is accepted, whatever the check that follows
+    /// finds: `Ok(Some(trouble))` when the file at the path is no longer the database
+    /// that holds the row (another file took its place, or it went and could not be
+    /// written back yet, while the row was written). The row is then where every earlier
+    /// job's is, in the database the daemon holds open and writes back, as for a job
+    /// accepted a moment before the trouble came; the trouble is the journal's, for the
+    /// jobs that follow.
     pub fn accept(
         &self,
         job_id: &str,
@@ -532,7 +540,7 @@ impl Journal {
         tool: &str,
         net: Net,
         accepted_ms: i64,
-    ) -> Result<(), JournalError> {
+    ) -> Result<Option<JournalError>, JournalError> {
         let conn = self.writable()?;
         let n = conn
             .prepare_cached(
@@ -546,7 +554,7 @@ impl Journal {
             )?
             .execute(params![job_id, run_id, tool, net.as_str(), accepted_ms])?;
         if n == 1 {
-            self.committed(conn)
+            Ok(self.committed(conn).err())
         } else {
             Err(JournalError::new(
                 Trouble::Conflict,

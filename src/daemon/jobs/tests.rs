@@ -523,6 +523,48 @@ async fn the_grace_runs_beside_the_pools_drain_not_after_it() {
 }
 
 #[tokio::test]
+async fn a_job_whose_row_is_committed_as_the_journal_file_is_replaced_is_accepted_and_runs() {
+    // The row's write waits on another writer's lock; meanwhile a foreign file takes the
+    // journal's place. The row is then in the database the daemon holds (and writes
+    // back), as every earlier one: the job is accepted and runs. Answered 503 as before,
+    // its id would stay queued in that database for ever and be refused as a duplicate
+    // when sent again, as the 503 asks.
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let path = d._dir.path().join(journal::FILE_NAME);
+    let other = rusqlite::Connection::open(&path).expect("a second connection");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    let submitting = {
+        let jobs = d.jobs.clone();
+        tokio::spawn(async move { jobs.submit(&body("x")).await })
+    };
+    until("x is checked and placed in the queue", || {
+        d.jobs.load().1 == 1
+    })
+    .await;
+    // Into the row's write, which waits for the lock (10 s at most).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let foreign = d._dir.path().join("foreign");
+    std::fs::write(&foreign, "not the journal").expect("a foreign file");
+    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
+    other.execute_batch("ROLLBACK").expect("the lock let go");
+    let h = handle(submitting.await.expect("the submission"));
+    until("x runs", || stand.runs() == 1).await;
+    assert!(
+        d.jobs.journal_problem().is_some(),
+        "the next jobs wait for the journal"
+    );
+    // The foreign file moved away: the journal is written back, with x's result.
+    std::fs::remove_file(&path).expect("the foreign file removed");
+    stand.go.add_permits(1);
+    assert_eq!(reason(&*done(&h).await), (Status::Ok, None));
+    let journal = Journal::open(&path).expect("the journal written back");
+    assert!(matches!(journal.get("x"), Ok(Some(Entry::Done(_)))));
+}
+
+#[tokio::test]
 async fn a_cancel_that_came_first_stays_cancelled_through_a_stop() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
