@@ -392,10 +392,13 @@ async fn cancel_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
         return r;
     }
     if let Some(h) = jobs.cancel(id) {
-        return match tokio::time::timeout(CANCEL_WAIT, h.done()).await {
-            Ok(Some(r)) => json(StatusCode::OK, &Envelope::done(r)),
-            _ => json(StatusCode::ACCEPTED, &Envelope::of(id, &h.state())),
-        };
+        match tokio::time::timeout(CANCEL_WAIT, h.done()).await {
+            Ok(Some(r)) => return json(StatusCode::OK, &Envelope::done(r)),
+            // Its submission was still being checked, and was turned away (the journal
+            // could not take it): no job, as below.
+            Ok(None) => {}
+            Err(_) => return json(StatusCode::ACCEPTED, &Envelope::of(id, &h.state())),
+        }
     }
     // Not in memory: it ended already (the answer is its result) or never was.
     get_job(jobs, id).await
@@ -445,6 +448,29 @@ mod tests {
     }
 
     const T: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn a_cancel_of_a_submission_turned_away_meanwhile_finds_no_job() {
+        let config = crate::config::Config::parse(&format!(
+            "[worker]\nfunctions = [\"{}\"]",
+            crate::job::ARTIFACT
+        ))
+        .unwrap();
+        let d = crate::daemon::jobs::tests::jobs_under(None, &config);
+        // A first submission of "y" is being checked; the cancel waits for its end.
+        let held = d.jobs.reserve("y").expect("the id is free");
+        let cancel = {
+            let jobs = d.jobs.clone();
+            tokio::spawn(async move { code_of(cancel_job(&jobs, "y").await).await })
+        };
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The journal would not take it: the submission is answered 503, nothing kept.
+        d.jobs
+            .forget("y", &held, crate::daemon::jobs::JobState::Pending);
+        drop(held);
+        let answered = tokio::time::timeout(T, cancel).await.unwrap().unwrap();
+        assert_eq!(answered, (404, "not_found".to_string()));
+    }
 
     #[tokio::test]
     async fn a_body_holds_its_bytes_of_the_budget_until_it_is_dropped() {

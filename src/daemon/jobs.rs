@@ -39,7 +39,7 @@ pub enum LookupError {
 }
 use health::Health;
 
-struct LiveJob {
+pub(super) struct LiveJob {
     state: watch::Sender<JobState>,
     /// The dispatcher's cancel, or the runner's once its grace period is over.
     cancel: Cancel,
@@ -498,7 +498,7 @@ impl Jobs {
 
     /// Reserves an id for a submission being checked; or, when a job holds the id
     /// already, that job's state to wait on.
-    fn reserve(&self, id: &str) -> Result<Arc<LiveJob>, watch::Receiver<JobState>> {
+    pub(super) fn reserve(&self, id: &str) -> Result<Arc<LiveJob>, watch::Receiver<JobState>> {
         let mut l = self.live();
         if let Some(j) = l.jobs.get(id) {
             return Err(j.state.subscribe());
@@ -514,7 +514,7 @@ impl Jobs {
     }
 
     /// Ends a reservation that was still being checked.
-    fn forget(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
+    pub(super) fn forget(&self, id: &str, j: &Arc<LiveJob>, last: JobState) {
         self.live().checking -= 1;
         self.drop_reservation(id, j, last);
     }
