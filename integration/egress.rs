@@ -1364,6 +1364,80 @@ fn public_refuses_names_that_resolve_to_internal_addresses() {
     end(net);
 }
 
+/// Under `public`, on a network whose DNS64 uses a NAT64 prefix of its own (not the
+/// well-known 64:ff9b::/96): the runner finds the prefix as RFC 7050 says (`ipv4only.arpa`),
+/// and an address in it, by name or written out, is judged by the IPv4 address it carries:
+/// the LAN and the metadata address through the gateway are refused as their IPv4 addresses
+/// are, before any connection. An `openvibe-only` job never asks for the prefix.
+#[test]
+fn public_refuses_the_lan_through_the_networks_own_nat64_prefix() {
+    let _h = exclusive();
+    let net = EgressNet::new("egress-nat64");
+    let lan = format!("http://[{}]/", dns::nat64([10, 77, 0, 2]));
+    let meta = format!(
+        "http://[{}]/latest/meta-data/",
+        dns::nat64([169, 254, 169, 254])
+    );
+    let list: Vec<(&str, Expect)> = vec![
+        ("http://nsp.upstream.net/", Expect::Refused),
+        ("https://nsp.upstream.net/", Expect::TlsDenied),
+        (
+            "http://nsp-meta.upstream.net/latest/meta-data/",
+            Expect::Refused,
+        ),
+        (&lan, Expect::Refused),
+        (&meta, Expect::Refused),
+        ("http://pub.upstream.net/control", Expect::Upstream),
+    ];
+    let requests: Vec<Value> = list.iter().map(|(u, _)| json!({"url": u})).collect();
+    let r = net.run(
+        SKILL,
+        "get",
+        "public",
+        json!({"ca": net.ca, "requests": requests}),
+    );
+    check_all("public through NAT64", &r["output"]["results"], |url| {
+        list.iter()
+            .find(|(u, _)| *u == url)
+            .map(|(_, e)| *e)
+            .unwrap_or(Expect::NoSecret)
+    });
+    for (host, port) in [
+        ("nsp.upstream.net", 80),
+        ("nsp.upstream.net", 443),
+        ("nsp-meta.upstream.net", 80),
+    ] {
+        assert_has(&r, host, port, false);
+    }
+    assert_allowed_only(&r, &[("pub.upstream.net", 80)]);
+    assert!(
+        net.dns.discoveries() >= 1,
+        "the runner never asked for the prefix"
+    );
+    let reached: Vec<Value> = net.upstream_requests();
+    assert_eq!(
+        reached.len(),
+        1,
+        "only the control reached the upstream: {reached:?}"
+    );
+
+    let before = net.dns.discoveries();
+    let r = net.run(
+        SKILL,
+        "get",
+        "openvibe-only",
+        json!({"ca": net.ca, "requests": [{"url": "http://api.openvibe.services/"}]}),
+    );
+    assert_allowed_only(&r, &[("api.openvibe.services", 80)]);
+    assert_eq!(
+        net.dns.discoveries(),
+        before,
+        "only a public job asks for the prefix"
+    );
+    assert_upstream_from_link(&net);
+    end(net);
+}
+
 // ---- rebinding ----------------------------------------------------------------------------------------
 
 /// A name that resolves to the public host first and to loopback afterwards (TTL 0): the first

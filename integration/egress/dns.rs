@@ -11,6 +11,19 @@ use hickory_proto::rr::{RData, Record, RecordType};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Mutex;
 
+/// The name a DNS64 answers with its NAT64 prefix (RFC 7050).
+pub const NAT64_DISCOVERY: &str = "ipv4only.arpa";
+/// This network's own NAT64 prefix (not the well-known 64:ff9b::/96), as its DNS64 shows it.
+pub const NAT64_PREFIX: [u16; 6] = [0x2a0d, 0x64, 0, 0, 0, 0];
+
+/// An address in the NAT64 prefix that reaches `v4` through the gateway.
+pub fn nat64(v4: [u8; 4]) -> IpAddr {
+    let [a, b, c, d, e, f] = NAT64_PREFIX;
+    let hi = u16::from_be_bytes([v4[0], v4[1]]);
+    let lo = u16::from_be_bytes([v4[2], v4[3]]);
+    IpAddr::V6(Ipv6Addr::new(a, b, c, d, e, f, hi, lo))
+}
+
 /// The public test host every "public" name resolves to.
 pub const UPSTREAM: Ipv4Addr = Ipv4Addr::new(203, 0, 113, 10);
 
@@ -27,6 +40,9 @@ pub struct Question {
 pub struct DnsLog {
     questions: Mutex<Vec<Question>>,
     garbage: Mutex<u64>,
+    /// The runner's own questions for its network's NAT64 prefix (RFC 7050), kept apart:
+    /// the other counts are of what jobs asked.
+    discoveries: Mutex<u64>,
 }
 
 impl DnsLog {
@@ -61,6 +77,11 @@ impl DnsLog {
     /// Every question asked so far.
     pub fn total(&self) -> usize {
         self.count_where(|_| true)
+    }
+
+    /// How often the runner asked for its network's NAT64 prefix (`ipv4only.arpa` AAAA).
+    pub fn discoveries(&self) -> u64 {
+        *self.discoveries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Packets that did not decode as a DNS query.
@@ -105,6 +126,15 @@ pub fn table(
             vec![IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped())],
             30,
         ),
+        // A DNS64 with a prefix of its own: ipv4only.arpa (192.0.0.170 and .171) inside
+        // it, and a name that exists only as IPv6 and reaches the LAN through it.
+        NAT64_DISCOVERY => (
+            vec![v4([192, 0, 0, 170]), v4([192, 0, 0, 171])],
+            vec![nat64([192, 0, 0, 170]), nat64([192, 0, 0, 171])],
+            30,
+        ),
+        "nsp.upstream.net" => (vec![], vec![nat64([10, 77, 0, 2])], 30),
+        "nsp-meta.upstream.net" => (vec![], vec![nat64([169, 254, 169, 254])], 30),
         "rebind.upstream.net" if earlier == 0 || qtype != RecordType::A => {
             (vec![IpAddr::V4(UPSTREAM)], vec![], 0)
         }
@@ -147,10 +177,15 @@ pub fn respond(log: &DnsLog, packet: &[u8]) -> Option<Vec<u8>> {
     response.add_query(question.clone());
     let name = canonical(&question.name().to_ascii());
     let qtype = question.query_type();
-    let earlier = log.note(Question {
-        name: name.clone(),
-        qtype,
-    });
+    let earlier = if name == NAT64_DISCOVERY && qtype == RecordType::AAAA {
+        *log.discoveries.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        0
+    } else {
+        log.note(Question {
+            name: name.clone(),
+            qtype,
+        })
+    };
     match table(&name, qtype, earlier) {
         Err(code) => response.metadata.response_code = code,
         Ok((addresses, ttl)) => {

@@ -67,6 +67,8 @@ pub const CERT_NAMES: &[&str] = &[
     "loop.upstream.net",
     "mixed.upstream.net",
     "mapped.upstream.net",
+    "nsp.upstream.net",
+    "nsp-meta.upstream.net",
 ];
 
 /// How the message of every refusal the runner sends on port 80 starts (in its JSON body).

@@ -38,7 +38,7 @@ use ipnet::IpNet;
 
 use crate::egress::dns::NameTable;
 use crate::egress::policy::{
-    address_allowed, connect_form, name_allowed, DenyReason, EgressPolicy,
+    address_allowed, connect_form, name_allowed, DenyReason, EgressPolicy, EmbeddedIpv4,
 };
 use crate::job::Net;
 
@@ -48,6 +48,8 @@ use crate::job::Net;
 pub struct Context<'a> {
     pub policy: &'a EgressPolicy,
     pub own: &'a [IpNet],
+    /// The NAT64 prefixes of the Link's network (`egress::nat64`; found for `public`).
+    pub nat64: &'a [EmbeddedIpv4],
     pub table: &'a NameTable,
 }
 
@@ -259,7 +261,7 @@ pub fn target(ctx: &Context<'_>, attempt: &Attempt<'_>) -> Result<Target, Refusa
         };
     }
     match attempt.net {
-        Net::Public => match address_allowed(ctx.policy, ip, ctx.own) {
+        Net::Public => match address_allowed(ctx.policy, ip, ctx.own, ctx.nat64) {
             Ok(()) => Ok(Target::Literal(ip)),
             Err(reason) => Err(Refusal::Address { ip, reason }),
         },
@@ -281,7 +283,7 @@ pub fn decide(ctx: &Context<'_>, attempt: &Attempt<'_>, resolved: &[IpAddr]) -> 
         },
         Ok(Target::Name(name)) => {
             for &ip in resolved {
-                if let Err(reason) = address_allowed(ctx.policy, ip, ctx.own) {
+                if let Err(reason) = address_allowed(ctx.policy, ip, ctx.own, ctx.nat64) {
                     return deny(name, Refusal::Address { ip, reason });
                 }
             }

@@ -14,11 +14,13 @@
 //! - [`proxy`]: the effects: one job's namespace served by the DNS responder and the proxy
 //!   (its listeners and the responder's transports in proxy/listen.rs).
 //! - [`host_networks`]: the Link's own addresses, which no job may reach.
+//! - [`nat64`]: the NAT64 prefixes of the Link's network (RFC 7050), judged as embedded IPv4.
 
 pub mod decide;
 pub mod dns;
 pub mod host_networks;
 pub mod http;
+pub mod nat64;
 pub mod policy;
 pub mod proxy;
 pub mod record;

@@ -129,7 +129,10 @@ pub struct DeniedRange {
     pub reason: String,
 }
 
-/// An IPv6 prefix whose addresses carry an IPv4 address at `ipv4_offset` (bits).
+/// An IPv6 prefix whose addresses carry an IPv4 address at `ipv4_offset` (bits). An
+/// address that would cross bits 64 to 71 (an offset from 33 to 63) is split around them,
+/// as RFC 6052 lays it out for NAT64 prefixes of 40, 48 and 56 bits: those bits are its
+/// "u" octet, and the address goes on at bit 72.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbeddedIpv4 {
     pub prefix: Ipv6Net,
@@ -144,8 +147,19 @@ impl EmbeddedIpv4 {
             return None;
         }
         let bits = u128::from(ip);
-        let shift = 128 - 32 - u32::from(self.ipv4_offset);
-        Some(Ipv4Addr::from((bits >> shift) as u32))
+        let offset = u32::from(self.ipv4_offset);
+        let mask = |n: u32| (1u128 << n) - 1;
+        let v4 = if offset > 32 && offset < 64 {
+            // RFC 6052: the bits before the u octet, then the rest from bit 72.
+            let before = 64 - offset;
+            let after = 32 - before;
+            let high = (bits >> 64) & mask(before);
+            let low = (bits >> (128 - 72 - after)) & mask(after);
+            (high << after) | low
+        } else {
+            bits >> (128 - 32 - offset)
+        };
+        Some(Ipv4Addr::from(v4 as u32))
     }
 }
 
@@ -488,8 +502,14 @@ pub fn name_allowed(policy: &EgressPolicy, net: Net, host: &str) -> bool {
 // ---- addresses -----------------------------------------------------------------------------
 
 /// Whether the proxy may connect to `ip`. `own` is the Link's own addresses with the prefix
-/// length of their networks (a bare address is a /32 or /128).
-pub fn address_allowed(policy: &EgressPolicy, ip: IpAddr, own: &[IpNet]) -> Result<(), DenyReason> {
+/// length of their networks (a bare address is a /32 or /128); `nat64`, the NAT64 prefixes
+/// of the Link's network (`egress::nat64`), judged as the policy's embedded forms are.
+pub fn address_allowed(
+    policy: &EgressPolicy,
+    ip: IpAddr,
+    own: &[IpNet],
+    nat64: &[EmbeddedIpv4],
+) -> Result<(), DenyReason> {
     if let Some(network) = own.iter().find(|n| n.contains(&ip)) {
         return Err(DenyReason::OwnAddress { network: *network });
     }
@@ -502,9 +522,9 @@ pub fn address_allowed(policy: &EgressPolicy, ip: IpAddr, own: &[IpNet]) -> Resu
     let IpAddr::V6(v6) = ip else {
         return Ok(());
     };
-    for e in &policy.embedded {
+    for e in policy.embedded.iter().chain(nat64) {
         if let Some(v4) = e.extract(v6) {
-            return address_allowed(policy, IpAddr::V4(v4), own).map_err(|inner| {
+            return address_allowed(policy, IpAddr::V4(v4), own, nat64).map_err(|inner| {
                 DenyReason::Embedded {
                     form: e.reason.clone(),
                     ipv4: v4,

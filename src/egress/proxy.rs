@@ -53,7 +53,7 @@ use tokio_util::task::TaskTracker;
 use super::decide::Context;
 use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::http::{self, Activity, Judge, Refused};
-use super::policy::EgressPolicy;
+use super::policy::{EgressPolicy, EmbeddedIpv4};
 use super::record::{LookupOutcome, Recorder};
 use super::resolver::{Built, Upstream, HOST_RESOLV_CONF};
 use crate::config::DnsServer;
@@ -166,6 +166,11 @@ impl Egress {
         }
         let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
         let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
+        // Only a `public` job may reach addresses outside the allow list's names.
+        let nat64 = match net {
+            Net::Public => super::nat64::discover(&resolver).await,
+            _ => Vec::new(),
+        };
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
             .await
@@ -180,6 +185,7 @@ impl Egress {
             net,
             policy: self.policy.clone(),
             own,
+            nat64,
             table: NameTable::new(self.policy.dns.max_names),
             recorder: recorder.clone(),
             resolver,
@@ -265,6 +271,8 @@ struct ServedJob {
     net: Net,
     policy: Arc<EgressPolicy>,
     own: Vec<IpNet>,
+    /// The NAT64 prefixes of the Link's network, found at a `public` job's start.
+    nat64: Vec<EmbeddedIpv4>,
     table: NameTable,
     recorder: Arc<Recorder>,
     resolver: Arc<TokioResolver>,
@@ -358,6 +366,7 @@ impl ServedJob {
         Context {
             policy: &self.policy,
             own: &self.own,
+            nat64: &self.nat64,
             table: &self.table,
         }
     }

@@ -12,6 +12,7 @@ fn sa(s: &str) -> SocketAddr {
 struct World {
     policy: EgressPolicy,
     own: Vec<IpNet>,
+    nat64: Vec<EmbeddedIpv4>,
     table: NameTable,
 }
 
@@ -26,6 +27,7 @@ impl World {
                 "81.2.3.4/24".parse().unwrap(),
                 "2a01:db9:1:2::5/64".parse().unwrap(),
             ],
+            nat64: Vec::new(),
             table: NameTable::new(256),
         };
         for n in ["openvibe.services", "api.openvibe.services", "example.com"] {
@@ -38,6 +40,7 @@ impl World {
         Context {
             policy: &self.policy,
             own: &self.own,
+            nat64: &self.nat64,
             table: &self.table,
         }
     }
@@ -462,6 +465,61 @@ fn public_never_reaches_the_azure_platform_address() {
 }
 
 #[test]
+fn public_judges_the_networks_own_nat64_prefix_by_the_ipv4_it_carries() {
+    // A network whose DNS64 answered ipv4only.arpa inside 2a0d:64::/96 (and another
+    // inside a /48, where RFC 6052 splits the address around the u octet).
+    let mut w = World::new();
+    w.nat64 = crate::egress::nat64::prefixes_of(&[
+        ip_v6("2a0d:64::c000:aa"),
+        ip_v6("2a0e:99:122:c000:0:aa00::"),
+    ]);
+    assert_eq!(w.nat64.len(), 2, "{:?}", w.nat64);
+    for bad in [
+        "2a0d:64::a4d:2",             // 10.77.0.2
+        "2a0d:64::a9fe:a9fe",         // 169.254.169.254
+        "2a0d:64::7f00:1",            // 127.0.0.1
+        "2a0d:64::5102:305",          // 81.2.3.5, the Link's own network
+        "2a0e:99:122:ac10:1:100::",   // 172.16.1.1
+        "2a0e:99:122:a9fe:a9:fe00::", // 169.254.169.254
+    ] {
+        let literal = w.decide(Net::Public, &format!("[{bad}]:80"), None, &[]);
+        let by_name = w.decide(
+            Net::Public,
+            &format!("{EXAMPLE}:443"),
+            Some("example.com"),
+            &[bad],
+        );
+        for d in [literal, by_name] {
+            match &d {
+                Decision::Deny {
+                    reason:
+                        Refusal::Address {
+                            reason: DenyReason::Embedded { form, .. },
+                            ..
+                        },
+                    ..
+                } => assert!(form.contains("NAT64 prefix of this network"), "{form}"),
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+    // A public IPv4 address through the same gateway, and IPv6 outside the prefixes.
+    for good in ["2a0d:64::5db8:d822", "2a0e:99:122:5db8:d8:2200::", PUBLIC6] {
+        let d = w.decide(Net::Public, &format!("[{good}]:443"), None, &[]);
+        assert!(d.allowed(), "{good}: {d:?}");
+    }
+    // Without the discovery the same address would go out: what the prefix guards.
+    let plain = World::new();
+    assert!(plain
+        .decide(Net::Public, "[2a0d:64::a4d:2]:80", None, &[])
+        .allowed());
+}
+
+fn ip_v6(s: &str) -> std::net::Ipv6Addr {
+    s.parse().unwrap()
+}
+
+#[test]
 fn a_name_without_addresses_is_refused() {
     let w = World::new();
     assert_eq!(
@@ -506,7 +564,7 @@ fn rebinding_gets_nowhere() {
             assert!(resolved
                 .iter()
                 .any(|r| ip(r).to_canonical() == connect_to.ip()));
-            assert!(address_allowed(&w.policy, connect_to.ip(), &w.own).is_ok());
+            assert!(address_allowed(&w.policy, connect_to.ip(), &w.own, &[]).is_ok());
         }
     }
 }
@@ -594,7 +652,7 @@ fn end_to_end_with_sniffed_bytes() {
 #[test]
 fn every_refusal_has_a_stable_machine_code() {
     let v4 = ip("10.0.0.1");
-    let reason = address_allowed(&EgressPolicy::shipped(), v4, &[]).unwrap_err();
+    let reason = address_allowed(&EgressPolicy::shipped(), v4, &[], &[]).unwrap_err();
     let cases = [
         (Refusal::NetDenied, "net_denied"),
         (Refusal::Port(22), "port"),

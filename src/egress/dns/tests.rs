@@ -732,7 +732,7 @@ fn the_pool_is_the_one_the_policy_denies() {
         NameTable::address_at(0),
         NameTable::address_at(POOL_SIZE as usize - 3),
     ] {
-        assert!(crate::egress::policy::address_allowed(&p, IpAddr::V4(a), &[]).is_err());
+        assert!(crate::egress::policy::address_allowed(&p, IpAddr::V4(a), &[], &[]).is_err());
     }
 }
 

@@ -248,7 +248,7 @@ fn a_file_cannot_open_what_spec_says_public_never_reaches() {
         "169.254.169.254",
         "fd00::1",
     ] {
-        let reason = address_allowed(&p, ip(denied), &[]).unwrap_err();
+        let reason = address_allowed(&p, ip(denied), &[], &[]).unwrap_err();
         assert!(
             reason.to_string().contains("built in"),
             "{denied}: {reason}"
@@ -292,7 +292,7 @@ fn a_file_cannot_open_what_spec_says_public_never_reaches() {
         "64:ff9b::a9fe:a9fe",
         "2002:c0a8:101::1",
     ] {
-        let reason = address_allowed(&bare, ip(denied), &[]).unwrap_err();
+        let reason = address_allowed(&bare, ip(denied), &[], &[]).unwrap_err();
         assert!(
             reason.to_string().contains("built in"),
             "{denied}: {reason}"
@@ -307,7 +307,7 @@ fn a_file_cannot_open_what_spec_says_public_never_reaches() {
         "2002:808:808::1",
     ] {
         assert_eq!(
-            address_allowed(&bare, ip(allowed), &[]),
+            address_allowed(&bare, ip(allowed), &[], &[]),
             Ok(()),
             "{allowed}"
         );
@@ -343,7 +343,7 @@ fn cloud_platform_addresses_and_teredo_are_in_the_floor() {
     // agents let only root reach it and the proxy connects as root), Oracle Cloud Classic's
     // metadata in the IETF protocol block, and Teredo, which carries an IPv4 address.
     let shipped = shipped();
-    let reason = address_allowed(&shipped, ip("168.63.129.16"), &[]).unwrap_err();
+    let reason = address_allowed(&shipped, ip("168.63.129.16"), &[], &[]).unwrap_err();
     assert!(reason.to_string().contains("Azure"), "{reason}");
     let minimal = EgressPolicy::from_toml_str(MINIMAL_TOML).unwrap();
     assert_eq!(minimal.deny.len(), FLOOR.len(), "no ranges but the floor's");
@@ -356,7 +356,7 @@ fn cloud_platform_addresses_and_teredo_are_in_the_floor() {
         ("2001:0:4136:e378:8000:63bf:f5ff:fffe", "Teredo"),
         ("2001::1", "Teredo"),
     ] {
-        let reason = address_allowed(&minimal, ip(denied), &[]).unwrap_err();
+        let reason = address_allowed(&minimal, ip(denied), &[], &[]).unwrap_err();
         let text = reason.to_string();
         assert!(
             text.contains(why) && text.contains("built in"),
@@ -371,7 +371,7 @@ fn cloud_platform_addresses_and_teredo_are_in_the_floor() {
         "2001:4860:4860::8888",
     ] {
         assert_eq!(
-            address_allowed(&minimal, ip(allowed), &[]),
+            address_allowed(&minimal, ip(allowed), &[], &[]),
             Ok(()),
             "{allowed}"
         );
@@ -695,7 +695,7 @@ fn denied_addresses_with_their_reasons() {
         ("64:ff9b:1::1", "local-use NAT64"),
     ];
     for (addr, why) in cases {
-        let reason = address_allowed(&p, ip(addr), &[])
+        let reason = address_allowed(&p, ip(addr), &[], &[])
             .expect_err(addr)
             .to_string();
         assert!(
@@ -722,7 +722,7 @@ fn embedded_ipv4_is_judged_by_its_ipv4() {
         ("2002:a9fe:a9fe::1", "169.254.169.254", "6to4"),
         ("2002:c0a8:101:1::1", "192.168.1.1", "6to4"),
     ] {
-        match address_allowed(&p, ip(addr), &[]) {
+        match address_allowed(&p, ip(addr), &[], &[]) {
             Err(DenyReason::Embedded { form: f, ipv4, .. }) => {
                 assert_eq!(IpAddr::V4(ipv4), ip(v4), "{addr}");
                 assert!(f.contains(form), "{addr}: {f}");
@@ -732,7 +732,7 @@ fn embedded_ipv4_is_judged_by_its_ipv4() {
     }
     // The same forms of public IPv4 addresses are allowed.
     for addr in ["::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"] {
-        assert_eq!(address_allowed(&p, ip(addr), &[]), Ok(()), "{addr}");
+        assert_eq!(address_allowed(&p, ip(addr), &[], &[]), Ok(()), "{addr}");
     }
     assert_eq!(connect_form(ip("::ffff:8.8.8.8")), ip("8.8.8.8"));
     assert_eq!(connect_form(ip("64:ff9b::808:808")), ip("64:ff9b::808:808"));
@@ -752,7 +752,7 @@ fn ipv6_outside_global_unicast_is_denied() {
         "1::1",
     ] {
         assert_eq!(
-            address_allowed(&p, ip(addr), &[]),
+            address_allowed(&p, ip(addr), &[], &[]),
             Err(DenyReason::NotGlobalUnicast),
             "{addr}"
         );
@@ -764,7 +764,7 @@ fn ipv6_outside_global_unicast_is_denied() {
         )
     })
     .unwrap();
-    assert_eq!(address_allowed(&open, ip("4000::1"), &[]), Ok(()));
+    assert_eq!(address_allowed(&open, ip("4000::1"), &[], &[]), Ok(()));
 }
 
 #[test]
@@ -788,7 +788,7 @@ fn public_addresses_are_allowed() {
         "2a00:1450:4001::200e",
         "2001:4860:4860::8888",
     ] {
-        assert_eq!(address_allowed(&p, ip(addr), &[]), Ok(()), "{addr}");
+        assert_eq!(address_allowed(&p, ip(addr), &[], &[]), Ok(()), "{addr}");
     }
 }
 
@@ -812,7 +812,7 @@ fn the_links_own_addresses_and_networks_are_denied_in_every_form() {
         ("81.2.3.200", true),
         ("81.2.4.1", false),
     ] {
-        let got = address_allowed(&p, ip(addr), &own);
+        let got = address_allowed(&p, ip(addr), &own, &[]);
         assert_eq!(got.is_err(), denied, "{addr}: {got:?}");
         if denied {
             assert!(
@@ -881,6 +881,6 @@ fn every_ipv4_literal_spelling_of_a_denied_address_is_denied_under_public() {
         "0xc0a80001",
     ] {
         let addr = parse_ip_literal(host).unwrap_or_else(|| panic!("{host}"));
-        assert!(address_allowed(&p, addr, &[]).is_err(), "{host}");
+        assert!(address_allowed(&p, addr, &[], &[]).is_err(), "{host}");
     }
 }

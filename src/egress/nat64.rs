@@ -1,0 +1,153 @@
+//! The NAT64 prefixes of the Link's own network, found as RFC 7050 says: a DNS64 answers
+//! the AAAA question for `ipv4only.arpa` (whose only addresses are two well-known IPv4
+//! ones) with those addresses inside its NAT64 prefix. A network may use a prefix of its
+//! own instead of the well-known `64:ff9b::/96`; an address in it reaches, through the
+//! gateway, the IPv4 address it carries, which may be a private or link-local one. A
+//! `public` job's addresses in each prefix found are judged by that IPv4 address, as the
+//! policy's own embedded forms are.
+
+use super::policy::EmbeddedIpv4;
+use hickory_proto::rr::RData;
+use hickory_resolver::TokioResolver;
+use ipnet::Ipv6Net;
+use std::net::{Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+/// The name a DNS64 answers with its prefix (RFC 7050), fully qualified.
+pub const DISCOVERY_NAME: &str = "ipv4only.arpa.";
+
+/// The addresses of `ipv4only.arpa` (RFC 7050).
+const WELL_KNOWN: [Ipv4Addr; 2] = [Ipv4Addr::new(192, 0, 0, 170), Ipv4Addr::new(192, 0, 0, 171)];
+
+/// RFC 6052's prefix lengths, each with the bit where its IPv4 address starts (a /64's
+/// after the u octet; the shorter ones' are split around it, see
+/// [`EmbeddedIpv4::extract`]).
+const FORMS: [(u8, u8); 6] = [(32, 32), (40, 40), (48, 48), (56, 56), (64, 72), (96, 96)];
+
+/// How long a `public` job's start waits for the answer.
+pub const DISCOVERY_TIME: Duration = Duration::from_millis(1500);
+
+/// The NAT64 prefixes that `answers` (the AAAA of [`DISCOVERY_NAME`]) show: every form in
+/// which an answer carries a well-known address. RFC 7050 leaves the choice among several
+/// forms to the host; for addresses to judge by the IPv4 address they carry, each one is
+/// kept.
+pub fn prefixes_of(answers: &[Ipv6Addr]) -> Vec<EmbeddedIpv4> {
+    let mut out: Vec<EmbeddedIpv4> = Vec::new();
+    for &answer in answers {
+        for (len, ipv4_offset) in FORMS {
+            let Ok(prefix) = Ipv6Net::new(answer, len).map(|n| n.trunc()) else {
+                continue;
+            };
+            let form = EmbeddedIpv4 {
+                prefix,
+                ipv4_offset,
+                reason: format!(
+                    "NAT64 prefix of this network ({DISCOVERY_NAME} answered inside it, RFC 7050)"
+                ),
+            };
+            let carries_well_known = form
+                .extract(answer)
+                .is_some_and(|v4| WELL_KNOWN.contains(&v4));
+            let known = out
+                .iter()
+                .any(|e| e.prefix == form.prefix && e.ipv4_offset == form.ipv4_offset);
+            if carries_well_known && !known {
+                out.push(form);
+            }
+        }
+    }
+    out
+}
+
+/// Asks `resolver` (the runner's own, which the job's lookups go to) for the AAAA of
+/// [`DISCOVERY_NAME`], within [`DISCOVERY_TIME`]. None when the network has no DNS64 (no
+/// such answer) or its resolver did not answer in time: the job's own lookups then get no
+/// synthesized address either.
+pub async fn discover(resolver: &TokioResolver) -> Vec<EmbeddedIpv4> {
+    match tokio::time::timeout(DISCOVERY_TIME, resolver.ipv6_lookup(DISCOVERY_NAME)).await {
+        Ok(Ok(lookup)) => {
+            let answers: Vec<Ipv6Addr> = lookup
+                .answers()
+                .iter()
+                .filter_map(|r| match &r.data {
+                    RData::AAAA(a) => Some(a.0),
+                    _ => None,
+                })
+                .collect();
+            prefixes_of(&answers)
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v6(s: &str) -> Ipv6Addr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn each_rfc_6052_form_is_found_and_carries_what_it_embeds() {
+        // RFC 6052 section 2.4's examples of 192.0.2.33, with the well-known addresses
+        // in their place.
+        let cases = [
+            (
+                "2001:db8:c000:aa::",
+                "2001:db8::/32",
+                "2001:db8:a4d:2::",
+                [10, 77, 0, 2],
+            ),
+            (
+                "2001:db8:1c0:0:aa::",
+                "2001:db8:100::/40",
+                "2001:db8:10a:4d00:2::",
+                [10, 77, 0, 2],
+            ),
+            (
+                "2001:db8:122:c000:0:aa00::",
+                "2001:db8:122::/48",
+                "2001:db8:122:a9fe:a9:fe00::",
+                [169, 254, 169, 254],
+            ),
+            (
+                "2001:db8:122:3c0:0:aa::",
+                "2001:db8:122:300::/56",
+                "2001:db8:122:37f:0:1::",
+                [127, 0, 0, 1],
+            ),
+            (
+                "2001:db8:122:344:c0:0:aa00:0",
+                "2001:db8:122:344::/64",
+                "2001:db8:122:344:ac:1001::",
+                [172, 16, 1, 0],
+            ),
+            (
+                "2001:db8:122:344::c000:ab",
+                "2001:db8:122:344::/96",
+                "2001:db8:122:344::c0a8:101",
+                [192, 168, 1, 1],
+            ),
+        ];
+        for (answer, prefix, other, carried) in cases {
+            let found = prefixes_of(&[v6(answer)]);
+            assert_eq!(found.len(), 1, "{answer}: {found:?}");
+            assert_eq!(found[0].prefix.to_string(), prefix, "{answer}");
+            assert_eq!(
+                found[0].extract(v6(other)),
+                Some(Ipv4Addr::from(carried)),
+                "{other} in {prefix}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_answer_without_a_well_known_address_shows_no_prefix() {
+        assert!(prefixes_of(&[]).is_empty());
+        assert!(prefixes_of(&[v6("2001:db8::1"), v6("2001:db8:122:344::c000:ac")]).is_empty());
+        // Both well-known addresses in one prefix: one form.
+        let both = prefixes_of(&[v6("2a0d:64::c000:aa"), v6("2a0d:64::c000:ab")]);
+        assert_eq!(both.len(), 1, "{both:?}");
+    }
+}
