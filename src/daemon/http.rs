@@ -286,11 +286,20 @@ async fn answer(jobs: &Arc<Jobs>, method: &Method, path: &str) -> Response<Body>
         },
         "/v1/jobs" | "/v1/jobs/" => method_not_allowed("POST"),
         p => match p.strip_prefix("/v1/jobs/") {
-            Some(id) => match *method {
-                Method::GET => get_job(jobs, id).await,
-                Method::DELETE => cancel_job(jobs, id).await,
-                _ => method_not_allowed("GET, DELETE"),
-            },
+            Some(raw) => {
+                // Percent-decoded: most clients drop `.` and `..` as path segments, so
+                // those ids (valid by the contract) are reachable only as `%2E`, `%2E%2E`.
+                // Text that is not UTF-8 once decoded is no id.
+                let id = percent_encoding::percent_decode_str(raw)
+                    .decode_utf8()
+                    .map(|id| id.into_owned())
+                    .unwrap_or_default();
+                match *method {
+                    Method::GET => get_job(jobs, &id).await,
+                    Method::DELETE => cancel_job(jobs, &id).await,
+                    _ => method_not_allowed("GET, DELETE"),
+                }
+            }
             None => error(
                 StatusCode::NOT_FOUND,
                 "not_found",
@@ -448,6 +457,41 @@ mod tests {
     }
 
     const T: Duration = Duration::from_secs(5);
+
+    #[tokio::test]
+    async fn an_id_of_dots_is_reached_percent_encoded() {
+        let config = crate::config::Config::parse(&format!(
+            "[worker]\nfunctions = [\"{}\"]",
+            crate::job::ARTIFACT
+        ))
+        .unwrap();
+        let d = crate::daemon::jobs::tests::jobs_under(None, &config);
+        // Without an engine the job ends at once (runner_unavailable), journaled.
+        let s = d
+            .jobs
+            .submit(&crate::daemon::admit::tests::body(".."))
+            .await;
+        if let crate::daemon::jobs::Submitted::State(h) = s {
+            tokio::time::timeout(T, h.done()).await.unwrap();
+        }
+        let got = answer(&d.jobs, &Method::GET, "/v1/jobs/%2E%2E").await;
+        assert_eq!(got.status().as_u16(), 200);
+        let body = got.into_body().collect().await.unwrap().to_bytes();
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(v["job_id"], "..", "{v}");
+        assert_eq!(
+            code_of(answer(&d.jobs, &Method::GET, "/v1/jobs/%2e").await).await,
+            (404, "not_found".to_string())
+        );
+        // Not UTF-8 once decoded, or outside the id's characters: no such job.
+        for bad in ["/v1/jobs/%FF", "/v1/jobs/a%2Fb", "/v1/jobs/%2E%2E%00"] {
+            assert_eq!(
+                code_of(answer(&d.jobs, &Method::GET, bad).await).await,
+                (404, "not_found".to_string()),
+                "{bad}"
+            );
+        }
+    }
 
     #[tokio::test]
     async fn a_cancel_of_a_submission_turned_away_meanwhile_finds_no_job() {
