@@ -20,7 +20,8 @@
 //!   is at its connection cap (`proxy`); a kept-alive connection idle for [`IDLE_KEEP_ALIVE`]
 //!   is closed, like a server closes one.
 //! - Upgrades (WebSocket over `ws://`): the `101` response is passed on and the two upgraded
-//!   streams are joined in the connection's own task, the upstream side still metered.
+//!   streams are joined in the connection's own task, the upstream side still metered; the
+//!   connection is busy, never idle, while they are.
 //! - The upstream closing ends the tool's connection once its current response is sent; a
 //!   request that finds the upstream gone gets `502` with the code `upstream_unreachable`.
 //! - Header case is kept both ways (hyper's `preserve_header_case`), and no `Date` is added.
@@ -214,6 +215,9 @@ pub async fn serve(
         .take();
     if let Some((from_client, from_upstream)) = upgraded {
         if let (Ok(client), Ok(upstream)) = tokio::join!(from_client, from_upstream) {
+            // Busy while the tunnel lives: its `101` answered the request, but the bytes
+            // it carries are no idle connection's, to be closed first at the job's cap.
+            let _tunnel = served.activity.request();
             let mut client = TokioIo::new(client);
             let mut upstream = TokioIo::new(upstream);
             let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;

@@ -144,3 +144,91 @@ async fn a_later_head_hyper_refuses_is_recorded_as_refused() {
         assert_eq!(codes.as_slice(), [RefusalCode::BadRequest], "{bad:?}");
     }
 }
+
+/// An upgraded connection (a WebSocket's `101`) is busy while its tunnel carries bytes,
+/// not idle once the `101` is sent: at the job's connection cap the idlest connection is
+/// closed, and that must not be a live tunnel. Idle again once the tunnel ends.
+#[tokio::test]
+async fn an_upgraded_connection_is_busy_while_its_tunnel_lives() {
+    // An upstream that answers the upgrade, then echoes.
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let upstream_addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if socket.read(&mut byte).await.unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let _ = socket
+            .write_all(
+                b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+            )
+            .await;
+        let (mut r, mut w) = socket.split();
+        let _ = tokio::io::copy(&mut r, &mut w).await;
+    });
+    let recorder = Recorder::new(Budgets::default());
+    let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
+    let judge = Arc::new(TestJudge {
+        recorder: recorder.clone(),
+        codes: Mutex::new(Vec::new()),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let mut tool = TcpStream::connect(listener.local_addr().expect("addr"))
+        .await
+        .expect("connect");
+    let (client, _) = listener.accept().await.expect("accept");
+    let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+    let activity = Activity::new();
+    let first =
+        b"GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
+            .to_vec();
+    let serving = tokio::spawn(serve(
+        judge,
+        Net::Public,
+        "198.18.0.3:80".parse().expect("dest"),
+        "example.com".into(),
+        client,
+        first,
+        upstream,
+        flow,
+        activity.clone(),
+    ));
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = tool.read(&mut buf).await.expect("read the 101");
+        assert!(n > 0, "no 101: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 101"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    for round in 0..3 {
+        tool.write_all(b"ping").await.expect("write");
+        let mut echo = [0u8; 4];
+        tool.read_exact(&mut echo).await.expect("the echo");
+        assert_eq!(&echo, b"ping");
+        assert_eq!(
+            activity.idle_for(),
+            None,
+            "round {round}: the tunnel counts as idle"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(tool);
+    tokio::time::timeout(Duration::from_secs(5), serving)
+        .await
+        .expect("serve ends with the tunnel")
+        .expect("serve's task")
+        .expect("served");
+    assert!(activity.idle_for().is_some(), "idle once the tunnel ended");
+}
