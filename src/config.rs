@@ -257,6 +257,26 @@ fn default_retention_days() -> u64 {
 fn default_grace_ms() -> u64 {
     30_000
 }
+/// The shortest `daemon.header_timeout_ms` and `daemon.body_timeout_ms`.
+pub const MIN_REQUEST_TIMEOUT_MS: u64 = 100;
+
+/// The gid of `group` (a name or a number), for `daemon.socket_group`.
+pub fn resolve_group(group: &str) -> Result<u32, String> {
+    if let Ok(n) = group.parse::<u32>() {
+        return Ok(n);
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(format!(
+            "daemon.socket_group {group:?}: no such group on this host; create it (groupadd) \
+             or name an existing group"
+        )),
+        Err(e) => Err(format!(
+            "daemon.socket_group {group:?}: the group cannot be looked up: {e}"
+        )),
+    }
+}
+
 fn default_header_timeout_ms() -> u64 {
     10_000
 }
@@ -428,6 +448,70 @@ impl Config {
         .or_else(|| self.hooks_problem())
         .or_else(|| self.daemon.warm.problem())
         .or_else(|| self.input_bound_problem())
+        .or_else(|| self.limits_problem())
+        .or_else(|| self.socket_group_problem())
+    }
+
+    /// Limits that would fail every job or cut off every request, or that the host's uids
+    /// cannot hold.
+    pub fn limits_problem(&self) -> Option<String> {
+        if self.runner.pids_max == 0 {
+            return Some(format!(
+                "runner.pids_max: 0 fails every job at its setup (a job needs its own process \
+                 and Node's threads); leave it out for the default {}",
+                default_pids_max()
+            ));
+        }
+        if self.runner.max_jobs as u64 > u64::from(self.runner.sandbox_uid_count) {
+            return Some(format!(
+                "runner.max_jobs: {} is more than runner.sandbox_uid_count ({}), and each \
+                 running job holds a uid of its own; lower max_jobs (0 means one per CPU core) \
+                 or raise the count",
+                self.runner.max_jobs, self.runner.sandbox_uid_count
+            ));
+        }
+        for (key, ms, default) in [
+            (
+                "daemon.header_timeout_ms",
+                self.daemon.header_timeout_ms,
+                default_header_timeout_ms(),
+            ),
+            (
+                "daemon.body_timeout_ms",
+                self.daemon.body_timeout_ms,
+                default_body_timeout_ms(),
+            ),
+        ] {
+            if ms < MIN_REQUEST_TIMEOUT_MS {
+                return Some(format!(
+                    "{key}: {ms} ms would cut requests off before they arrive; use at least \
+                     {MIN_REQUEST_TIMEOUT_MS}, or leave it out for the default {default}"
+                ));
+            }
+        }
+        None
+    }
+
+    /// A `daemon.socket_group` that names no group of this host: the daemon could not give
+    /// its socket to it, and would not start.
+    pub fn socket_group_problem(&self) -> Option<String> {
+        let group = self.daemon.socket_group.as_deref()?;
+        resolve_group(group).err()
+    }
+
+    /// Callers the allow lists name who cannot reach the socket at all: without a socket
+    /// group (`grouped`: the socket in use was given `daemon.socket_group`) the socket is
+    /// root's group's (mode 0660), so only root can connect, and anyone else is refused by
+    /// the kernel before any 403. A warning, for the daemon's log at start and on reload.
+    pub fn unreachable_callers(&self, grouped: bool) -> Option<String> {
+        let others = self.daemon.allow_uids.iter().any(|&u| u != 0)
+            || self.daemon.allow_gids.iter().any(|&g| g != 0);
+        (others && !grouped).then(|| {
+            "daemon.allow_uids or daemon.allow_gids name callers other than root, but \
+             daemon.socket_group is not set: the socket is root's group's (mode 0660), so \
+             they cannot connect at all; set daemon.socket_group to a group they are in"
+                .to_string()
+        })
     }
 
     /// `runner.max_input_json_bytes` outside what a job can carry.
@@ -491,6 +575,61 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limits_that_fail_every_job_or_request_are_refused_with_their_key() {
+        let refused = |text: &str, key: &str| {
+            let e = Config::usable(text).expect_err(text);
+            assert!(e.contains(key), "{text}: {e}");
+        };
+        refused("[runner]\npids_max = 0\n", "runner.pids_max");
+        refused(
+            "[runner]\nmax_jobs = 17\nsandbox_uid_count = 16\n",
+            "runner.max_jobs",
+        );
+        refused(
+            "[runner]\nmax_jobs = 2305843009213693952\n",
+            "runner.max_jobs",
+        );
+        refused(
+            "[daemon]\nheader_timeout_ms = 0\n",
+            "daemon.header_timeout_ms",
+        );
+        refused("[daemon]\nbody_timeout_ms = 99\n", "daemon.body_timeout_ms");
+        refused(
+            "[daemon]\nsocket_group = \"no-such-group-of-this-test\"\n",
+            "daemon.socket_group",
+        );
+        for fine in [
+            "[runner]\npids_max = 9\nmax_jobs = 16\nsandbox_uid_count = 16\n",
+            "[daemon]\nheader_timeout_ms = 100\nbody_timeout_ms = 100\n",
+            "[daemon]\nsocket_group = \"root\"\n",
+            "[daemon]\nsocket_group = \"4242\"\n",
+        ] {
+            assert!(
+                Config::usable(fine).is_ok(),
+                "{fine}: {:?}",
+                Config::usable(fine).err()
+            );
+        }
+    }
+
+    #[test]
+    fn allow_lists_without_a_socket_group_are_warned_of() {
+        let c = |text: &str| Config::usable(text).expect(text);
+        let lists = c("[daemon]\nallow_uids = [1001]\n");
+        let warned = lists.unreachable_callers(false).expect("a warning");
+        assert!(warned.contains("daemon.socket_group"), "{warned}");
+        assert_eq!(lists.unreachable_callers(true), None);
+        assert!(c("[daemon]\nallow_gids = [1001]\n")
+            .unreachable_callers(false)
+            .is_some());
+        assert_eq!(
+            c("[daemon]\nallow_uids = [0]\n").unreachable_callers(false),
+            None
+        );
+        assert_eq!(Config::default().unreachable_callers(false), None);
+    }
 
     #[test]
     fn an_input_bound_no_job_could_reach_is_refused_with_the_largest_that_works() {

@@ -234,6 +234,9 @@ async fn serve(
     }
 
     let listener = socket::bind(&config.daemon.socket, config.daemon.socket_group.as_deref())?;
+    if let Some(warning) = config.unreachable_callers(config.daemon.socket_group.is_some()) {
+        tracing::warn!("{warning}");
+    }
     let jobs = Arc::new(Jobs::new(engine, problem, &config, journal.clone(), run_id));
     for id in &recovered {
         let r = journal::restarted(id, job::Net::Deny, node.as_deref());
@@ -398,6 +401,10 @@ async fn reload_loop(
             let mut settings = pool::PoolSettings::from_config(&config);
             settings.max_jobs = jobs.max_jobs;
             pool.configure(settings).await;
+        }
+        // The socket's group is the started configuration's (it takes a restart).
+        if let Some(warning) = config.unreachable_callers(started.daemon.socket_group.is_some()) {
+            tracing::warn!("{warning}");
         }
         if old.skills_on != new.skills_on {
             tracing::info!(

@@ -129,7 +129,7 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
             )?;
             let gid = match group {
                 None => None,
-                Some(g) => Some(resolve_group(g)?),
+                Some(g) => Some(crate::config::resolve_group(g)?),
             };
             give_group(&staged, gid)?;
             nix::fcntl::renameat2(
@@ -198,17 +198,6 @@ fn give_group(path: &Path, gid: Option<u32>) -> Result<(), String> {
         ));
     }
     Ok(())
-}
-
-fn resolve_group(g: &str) -> Result<u32, String> {
-    if let Ok(n) = g.parse::<u32>() {
-        return Ok(n);
-    }
-    match nix::unistd::Group::from_name(g) {
-        Ok(Some(gr)) => Ok(gr.gid.as_raw()),
-        Ok(None) => Err(format!("daemon.socket_group {g:?}: no such group")),
-        Err(e) => Err(format!("daemon.socket_group {g:?}: {e}")),
-    }
 }
 
 /// Removes the socket at exit, if it is still the one this process made.
