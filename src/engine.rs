@@ -272,7 +272,9 @@ impl Engine {
             preload,
             init,
             bounds,
-            seq: AtomicU64::new(0),
+            // From a random start: runners of the same pid (each pid 1 of its own pid
+            // namespace, sharing a state directory) then do not name their jobs alike.
+            seq: AtomicU64::new(u64::from(crate::sandbox::random_u32())),
             landlock_abi: layers.landlock_abi,
             time_namespace: layers.time_namespace,
             compromised_node: false,
@@ -484,7 +486,10 @@ impl Engine {
         cancel: &Cancel,
     ) -> JobResult {
         let unique = self.unique(&job.job_id);
-        let dir = JobDir(self.jobs_dir.join(&unique));
+        let dir = match make_job_dir(&self.jobs_dir, &unique) {
+            Ok(dir) => dir,
+            Err(e) => return self.internal(job, format!("cannot create the job directory: {e}")),
+        };
         self.run_in(job, files, &dir.0, &unique, cancel).await
     }
 
@@ -499,16 +504,7 @@ impl Engine {
         let paths = JobPaths {
             root: dir.join("root"),
         };
-        // The jobs folder too: a cleaner may have removed it since the last job.
-        let made = make_jobs_dir(&self.jobs_dir)
-            .map(|again| {
-                if again {
-                    tracing::warn!(dir = %self.jobs_dir.display(), "the jobs folder was missing; made again");
-                }
-            })
-            .and_then(|_| std::fs::create_dir(dir))
-            .and_then(|_| std::fs::create_dir(&paths.root));
-        if let Err(e) = made {
+        if let Err(e) = std::fs::create_dir(&paths.root) {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
         // Held until the job's processes are gone and its cgroup removed (and kept if that
@@ -679,7 +675,19 @@ fn unique_name(what: &str, pid: u32, seq: u64) -> String {
     format!("{what}.{pid}.{seq}")
 }
 
-/// Removes a job directory whose tree was sealed read-only.
+/// Makes a cold job's directory `<jobs_dir>/<unique>` (and the jobs folder, which a cleaner
+/// may have removed since the last job), and only then its guard: a folder already there
+/// under that name (another runner's, of the same pid in another pid namespace) is an
+/// error, and is not this job's to remove.
+fn make_job_dir(jobs_dir: &Path, unique: &str) -> std::io::Result<JobDir> {
+    if make_jobs_dir(jobs_dir)? {
+        tracing::warn!(dir = %jobs_dir.display(), "the jobs folder was missing; made again");
+    }
+    let dir = jobs_dir.join(unique);
+    std::fs::create_dir(&dir)?;
+    Ok(JobDir(dir))
+}
+
 /// A cold job's directory, removed when the job is done with it: also when its run
 /// unwinds (a panic in the engine), which would skip a removal written after the run.
 struct JobDir(PathBuf);
@@ -747,6 +755,30 @@ mod tests {
         assert!(!uid_free_after(&Ok(Outcome::default()), &left));
         let kill = Err(SuperviseError::Kill("EBUSY".into()));
         assert!(!uid_free_after(&kill, &gone));
+    }
+
+    #[test]
+    fn a_job_directory_already_there_is_not_this_jobs_to_remove() {
+        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let jobs = tmp.path().join("jobs");
+        let theirs = jobs.join("j.1.0");
+        std::fs::create_dir_all(&theirs).expect("another runner's job folder");
+        std::fs::write(theirs.join("marker"), "").expect("its file");
+        let e = make_job_dir(&jobs, "j.1.0")
+            .err()
+            .expect("the name is taken");
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(
+            theirs.join("marker").exists(),
+            "the other folder is untouched"
+        );
+        // One of its own is made (the jobs folder with it) and removed with its guard.
+        std::fs::remove_dir_all(&jobs).expect("the jobs folder removed");
+        let ours = make_job_dir(&jobs, "j.1.1").expect("made");
+        assert!(ours.0.is_dir());
+        let path = ours.0.clone();
+        drop(ours);
+        assert!(!path.exists());
     }
 
     #[test]
