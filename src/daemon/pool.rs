@@ -464,14 +464,31 @@ impl<W: Warmer> Pool<W> {
             if self.stop.is_cancelled() {
                 return;
             }
-            // Stale sandboxes out first, then at most one warm-up.
+            // Dead and stale sandboxes out first, then at most one warm-up.
             let (stale_ones, next, generation, expiry) = {
                 let mut st = self.state();
+                // One whose Node or pid 1 ended while it waited (the host's OOM killer,
+                // a kill from outside) is replaced now, not found by the next job.
+                let mut dead = Vec::new();
+                let mut i = 0;
+                while i < st.ready.len() {
+                    if st.ready[i].is_alive() {
+                        i += 1;
+                    } else {
+                        dead.push(st.ready.swap_remove(i));
+                    }
+                }
+                if !dead.is_empty() {
+                    tracing::warn!(
+                        dead = dead.len(),
+                        "warm sandboxes ended while waiting; discarded"
+                    );
+                }
                 let targets = self.targets(&st);
                 let ages: Vec<(Shape, Duration)> =
                     st.ready.iter().map(|s| (s.shape(), s.age())).collect();
                 let max_age = Duration::from_millis(st.settings.warm.max_age_ms);
-                let mut out = Vec::new();
+                let mut out = dead;
                 for i in stale(&ages, &targets, max_age).into_iter().rev() {
                     out.push(st.ready.swap_remove(i));
                 }

@@ -453,6 +453,30 @@ async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
 }
 
+#[tokio::test]
+async fn a_sandbox_that_died_waiting_is_replaced_before_any_job_comes() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let made = pool.info().made;
+    kill_every_sandbox_made(&pool);
+    // No job takes one: the refill's own check finds them, tears them down, makes two more.
+    until("two more made, and only live ones held", || {
+        let info = pool.info();
+        info.made == made + 2 && info.ready == 2 && pool.warmer.live.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    let info = pool.info();
+    assert_eq!(
+        (info.hits, info.misses),
+        (0, 0),
+        "no job was needed to find them"
+    );
+    assert_eq!(info.discarded, 2);
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
 /// A pool of two job slots whose warmer holds every teardown until let go, started and
 /// with two sandboxes ready.
 async fn two_ready_with_teardowns_held() -> Arc<Pool<FakeWarmer>> {
