@@ -150,14 +150,34 @@ fn edit(text: &str, on: bool) -> Result<String, EditError> {
     Ok(doc.to_string())
 }
 
-/// Replaces the file in one rename, keeping its mode (0644 for a new one).
+/// Replaces the file in one rename, keeping its mode (0644 for a new one), owner and group.
+/// A link is followed: the file it leads to is the one replaced, the link stays.
 fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt as _;
+    let linked = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    let path = if linked {
+        std::fs::canonicalize(path).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "{} is a link to a file that cannot be reached ({e}); edit the file it \
+                     should lead to, or replace the link with the configuration itself",
+                    path.display()
+                ),
+            )
+        })?
+    } else {
+        path.to_path_buf()
+    };
+    let path = path.as_path();
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => std::path::PathBuf::from("."),
     };
     std::fs::create_dir_all(&dir)?;
-    let mode = std::fs::metadata(path)
+    let old = std::fs::metadata(path).ok();
+    let mode = old
+        .as_ref()
         .map(|m| m.permissions().mode() & 0o7777)
         .unwrap_or(0o644);
     let name = path
@@ -170,6 +190,10 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
             .write(true)
             .create_new(true)
             .open(&tmp)?;
+        if let Some(m) = &old {
+            // Its group may be how others read it (`skills status` as a Link's user).
+            std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
+        }
         f.set_permissions(std::fs::Permissions::from_mode(mode))?;
         f.write_all(text.as_bytes())?;
         f.sync_all()?;
@@ -355,6 +379,44 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "left alone");
         let e = status(&path).expect_err("no status from an unusable file");
         assert!(e.to_string().contains("fix the file first"), "{e}");
+    }
+
+    #[test]
+    fn the_owner_and_group_are_kept_and_a_link_leads_to_the_file_edited() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = tmp.path().join("managed.toml");
+        std::fs::write(&real, "").unwrap();
+        std::fs::set_permissions(&real, std::fs::Permissions::from_mode(0o640)).unwrap();
+        if let Err(e) = nix::unistd::chown(&real, None, Some(nix::unistd::Gid::from_raw(65534))) {
+            crate::test_skips::skipped(
+                "the_owner_and_group_are_kept_and_a_link_leads_to_the_file_edited",
+                &format!("giving a file to group 65534 needs root: {e}"),
+            );
+            return;
+        }
+        let link = tmp.path().join("config.toml");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(set(&link, true).unwrap());
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink(),
+            "the link stays a link"
+        );
+        assert!(status(&real).unwrap(), "the file it leads to was edited");
+        use std::os::unix::fs::MetadataExt as _;
+        let m = std::fs::metadata(&real).unwrap();
+        assert_eq!((m.gid(), m.permissions().mode() & 0o777), (65534, 0o640));
+        // A link that leads nowhere is an error, and stays as it was.
+        let dangling = tmp.path().join("dangling.toml");
+        std::os::unix::fs::symlink(tmp.path().join("gone.toml"), &dangling).unwrap();
+        assert!(set(&dangling, true).is_err());
+        assert!(std::fs::symlink_metadata(&dangling)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        assert!(!tmp.path().join("gone.toml").exists());
     }
 
     #[test]
