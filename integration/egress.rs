@@ -1282,6 +1282,25 @@ fn idle_pooled_connections_are_closed_for_new_ones_at_the_cap() {
 
 // ---- public: internal addresses by name --------------------------------------------------------
 
+/// One `public` job that GETs every URL of `list`, each checked against its expectation
+/// (`what` names the list in a failure); the job's result.
+fn get_public(net: &EgressNet, what: &str, list: &[(&str, Expect)]) -> Value {
+    let requests: Vec<Value> = list.iter().map(|(u, _)| json!({"url": u})).collect();
+    let r = net.run(
+        SKILL,
+        "get",
+        "public",
+        json!({"ca": net.ca, "requests": requests}),
+    );
+    check_all(what, &r["output"]["results"], |url| {
+        list.iter()
+            .find(|(u, _)| *u == url)
+            .map(|(_, e)| *e)
+            .unwrap_or(Expect::NoSecret)
+    });
+    r
+}
+
 /// Under `public`, names that resolve to the LAN, metadata, loopback, to a public and a private
 /// address at once, or only to IPv4-mapped loopback are refused at connect time (the proxy's
 /// own lookup decides), over HTTP and TLS; names under a denied suffix are refused by DNS and
@@ -1311,19 +1330,7 @@ fn public_refuses_names_that_resolve_to_internal_addresses() {
         ("http://pub.upstream.net:8080/", Expect::NotReached),
         ("http://pub.upstream.net/control", Expect::Upstream),
     ];
-    let requests: Vec<Value> = list.iter().map(|(u, _)| json!({"url": u})).collect();
-    let r = net.run(
-        SKILL,
-        "get",
-        "public",
-        json!({"ca": net.ca, "requests": requests}),
-    );
-    check_all("public internal names", &r["output"]["results"], |url| {
-        list.iter()
-            .find(|(u, _)| *u == url)
-            .map(|(_, e)| *e)
-            .unwrap_or(Expect::NoSecret)
-    });
+    let r = get_public(&net, "public internal names", &list);
     for (host, port) in [
         ("lan.upstream.net", 80),
         ("lan.upstream.net", 443),
@@ -1389,19 +1396,7 @@ fn public_refuses_the_lan_through_the_networks_own_nat64_prefix() {
         (&meta, Expect::Refused),
         ("http://pub.upstream.net/control", Expect::Upstream),
     ];
-    let requests: Vec<Value> = list.iter().map(|(u, _)| json!({"url": u})).collect();
-    let r = net.run(
-        SKILL,
-        "get",
-        "public",
-        json!({"ca": net.ca, "requests": requests}),
-    );
-    check_all("public through NAT64", &r["output"]["results"], |url| {
-        list.iter()
-            .find(|(u, _)| *u == url)
-            .map(|(_, e)| *e)
-            .unwrap_or(Expect::NoSecret)
-    });
+    let r = get_public(&net, "public through NAT64", &list);
     for (host, port) in [
         ("nsp.upstream.net", 80),
         ("nsp.upstream.net", 443),

@@ -458,14 +458,19 @@ mod tests {
 
     const T: Duration = Duration::from_secs(5);
 
-    #[tokio::test]
-    async fn an_id_of_dots_is_reached_percent_encoded() {
+    /// The daemon's jobs with skills on and no engine: a job ends `runner_unavailable`.
+    fn engineless() -> crate::daemon::jobs::tests::Daemon {
         let config = crate::config::Config::parse(&format!(
             "[worker]\nfunctions = [\"{}\"]",
             crate::job::ARTIFACT
         ))
         .unwrap();
-        let d = crate::daemon::jobs::tests::jobs_under(None, &config);
+        crate::daemon::jobs::tests::jobs_under(None, &config)
+    }
+
+    #[tokio::test]
+    async fn an_id_of_dots_is_reached_percent_encoded() {
+        let d = engineless();
         // Without an engine the job ends at once (runner_unavailable), journaled.
         let s = d
             .jobs
@@ -495,12 +500,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_cancel_of_a_submission_turned_away_meanwhile_finds_no_job() {
-        let config = crate::config::Config::parse(&format!(
-            "[worker]\nfunctions = [\"{}\"]",
-            crate::job::ARTIFACT
-        ))
-        .unwrap();
-        let d = crate::daemon::jobs::tests::jobs_under(None, &config);
+        let d = engineless();
         // A first submission of "y" is being checked; the cancel waits for its end.
         let held = d.jobs.reserve("y").expect("the id is free");
         let cancel = {

@@ -52,6 +52,40 @@ async fn upstream() -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, served)
 }
 
+/// One proxied connection's parts before [`serve`]: the tool's end, the proxy's end of it,
+/// the proxy's connection to the upstream, and the job's record of it.
+struct Proxied {
+    recorder: Arc<Recorder>,
+    flow: Arc<crate::egress::record::Flow>,
+    judge: Arc<TestJudge>,
+    tool: TcpStream,
+    client: TcpStream,
+    upstream: TcpStream,
+}
+
+async fn proxied(upstream_addr: SocketAddr) -> Proxied {
+    let recorder = Recorder::new(Budgets::default());
+    let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
+    let judge = Arc::new(TestJudge {
+        recorder: recorder.clone(),
+        codes: Mutex::new(Vec::new()),
+    });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let tool = TcpStream::connect(listener.local_addr().expect("addr"))
+        .await
+        .expect("connect");
+    let (client, _) = listener.accept().await.expect("accept");
+    let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+    Proxied {
+        recorder,
+        flow,
+        judge,
+        tool,
+        client,
+        upstream,
+    }
+}
+
 /// Reads one response whose body is `Content-Length` bytes (at most 4 KiB in all).
 async fn read_response(tool: &mut TcpStream) -> String {
     let mut got = Vec::new();
@@ -87,18 +121,14 @@ async fn a_later_head_hyper_refuses_is_recorded_as_refused() {
         "Content-Length: 1\r\nContent-Length: 2\r\n",
     ] {
         let (upstream_addr, served) = upstream().await;
-        let recorder = Recorder::new(Budgets::default());
-        let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
-        let judge = Arc::new(TestJudge {
-            recorder: recorder.clone(),
-            codes: Mutex::new(Vec::new()),
-        });
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let mut tool = TcpStream::connect(listener.local_addr().expect("addr"))
-            .await
-            .expect("connect");
-        let (client, _) = listener.accept().await.expect("accept");
-        let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+        let Proxied {
+            recorder,
+            flow,
+            judge,
+            mut tool,
+            client,
+            upstream,
+        } = proxied(upstream_addr).await;
         // The first head was read (and judged) by the proxy before serving.
         let first = b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n".to_vec();
         let serving = tokio::spawn(serve(
@@ -173,18 +203,14 @@ async fn an_upgraded_connection_is_busy_while_its_tunnel_lives() {
         let (mut r, mut w) = socket.split();
         let _ = tokio::io::copy(&mut r, &mut w).await;
     });
-    let recorder = Recorder::new(Budgets::default());
-    let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
-    let judge = Arc::new(TestJudge {
-        recorder: recorder.clone(),
-        codes: Mutex::new(Vec::new()),
-    });
-    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let mut tool = TcpStream::connect(listener.local_addr().expect("addr"))
-        .await
-        .expect("connect");
-    let (client, _) = listener.accept().await.expect("accept");
-    let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+    let Proxied {
+        flow,
+        judge,
+        mut tool,
+        client,
+        upstream,
+        ..
+    } = proxied(upstream_addr).await;
     let activity = Activity::new();
     let first =
         b"GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
