@@ -60,7 +60,8 @@ pub fn owner_pid(name: &str) -> Option<u32> {
     pid.parse().ok().filter(|p| *p > 0)
 }
 
-fn alive(pid: u32) -> bool {
+/// Whether a process has the pid `pid` (in this pid namespace).
+pub(super) fn alive(pid: u32) -> bool {
     let Ok(pid) = i32::try_from(pid) else {
         return false;
     };

@@ -52,13 +52,12 @@ fn remove_dead_bind_folders(dir: &Path) {
             .to_str()
             .and_then(|n| n.strip_prefix(BIND_FOLDER))
             .and_then(|rest| rest.split_once('.'))
-            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<i32>().ok()))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
             .filter(|&pid| pid > 0)
         else {
             continue;
         };
-        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            .map_or_else(|e| e != nix::errno::Errno::ESRCH, |()| true);
+        let alive = super::recovery::alive(pid);
         let path = entry.path();
         let ours = std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir() && m.uid() == me);
         if alive || !ours {
@@ -117,7 +116,6 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    remove_dead_bind_folders(dir);
     let private = private_folder(dir)?;
     let staged = private.join("socket");
     let made = UnixListener::bind(&staged)
@@ -150,6 +148,9 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
         remove(path);
         return Err(problem);
     }
+    // Only in a folder now known to be changed by this user alone: elsewhere another user
+    // could swap a dead daemon's folder for a link between the check and the removal.
+    remove_dead_bind_folders(dir);
     Ok(listener)
 }
 
@@ -643,12 +644,23 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         let path = dir.join("s.sock");
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+        // A dead daemon's bind folder there is not touched either: the folder is not trusted.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        let dead_folder = dir.join(format!("{BIND_FOLDER}{dead}.0"));
+        std::fs::create_dir(&dead_folder).unwrap();
         let err = bind(&path, None).unwrap_err();
         assert!(
             err.contains(&dir.display().to_string()) && err.contains("not sticky"),
             "{err}"
         );
         assert!(!path.exists(), "no socket left behind");
+        assert!(
+            dead_folder.exists(),
+            "nothing removed in a folder others may change"
+        );
+        std::fs::remove_dir(&dead_folder).unwrap();
         std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)).unwrap();
         drop(bind(&path, None).expect("a sticky folder"));
         std::fs::remove_file(&path).unwrap();
