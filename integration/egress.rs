@@ -1433,6 +1433,50 @@ fn public_refuses_the_lan_through_the_networks_own_nat64_prefix() {
     end(net);
 }
 
+/// Under `public`, when the network's resolver does not answer the question for its NAT64
+/// prefix (SERVFAIL at the job's start), any IPv6 address might be in that prefix and reach
+/// the LAN through the gateway: the job reaches IPv4 only. The prefix's addresses, by name
+/// or written out, are refused before any connection; a name with an IPv4 address as well
+/// is reached over IPv4.
+#[test]
+fn public_reaches_ipv4_only_when_the_nat64_prefix_is_unknown() {
+    let _h = exclusive();
+    let net = EgressNet::new("egress-nat64-unknown");
+    net.dns.fail_discovery();
+    let lan = format!("http://[{}]/", dns::nat64([10, 77, 0, 2]));
+    let meta = format!(
+        "http://[{}]/latest/meta-data/",
+        dns::nat64([169, 254, 169, 254])
+    );
+    let list: Vec<(&str, Expect)> = vec![
+        ("http://nsp.upstream.net/", Expect::Refused),
+        (
+            "http://nsp-meta.upstream.net/latest/meta-data/",
+            Expect::Refused,
+        ),
+        (&lan, Expect::Refused),
+        (&meta, Expect::Refused),
+        ("http://dual.upstream.net/dual", Expect::Upstream),
+        ("http://pub.upstream.net/control", Expect::Upstream),
+    ];
+    let r = get_public(&net, "public, NAT64 prefix unknown", &list);
+    assert!(
+        net.dns.discoveries() >= 1,
+        "the runner never asked for the prefix"
+    );
+    assert_has(&r, "nsp.upstream.net", 80, false);
+    assert_has(&r, "nsp-meta.upstream.net", 80, false);
+    assert_allowed_only(&r, &[("dual.upstream.net", 80), ("pub.upstream.net", 80)]);
+    let reached: Vec<Value> = net.upstream_requests();
+    assert_eq!(
+        reached.len(),
+        2,
+        "only the two IPv4 requests reached the upstream: {reached:?}"
+    );
+    assert_upstream_from_link(&net);
+    end(net);
+}
+
 // ---- rebinding ----------------------------------------------------------------------------------------
 
 /// A name that resolves to the public host first and to loopback afterwards (TTL 0): the first

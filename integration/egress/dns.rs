@@ -9,6 +9,7 @@ use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::rdata::{A, AAAA};
 use hickory_proto::rr::{RData, Record, RecordType};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 /// The name a DNS64 answers with its NAT64 prefix (RFC 7050).
@@ -43,6 +44,8 @@ pub struct DnsLog {
     /// The runner's own questions for its network's NAT64 prefix (RFC 7050), kept apart:
     /// the other counts are of what jobs asked.
     discoveries: Mutex<u64>,
+    /// Whether the prefix question gets SERVFAIL (a DNS64 that is down for a moment).
+    discovery_fails: AtomicBool,
 }
 
 impl DnsLog {
@@ -82,6 +85,11 @@ impl DnsLog {
     /// How often the runner asked for its network's NAT64 prefix (`ipv4only.arpa` AAAA).
     pub fn discoveries(&self) -> u64 {
         *self.discoveries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// From now on, the runner's question for its network's NAT64 prefix gets SERVFAIL.
+    pub fn fail_discovery(&self) {
+        self.discovery_fails.store(true, Ordering::SeqCst);
     }
 
     /// Packets that did not decode as a DNS query.
@@ -135,6 +143,8 @@ pub fn table(
         ),
         "nsp.upstream.net" => (vec![], vec![nat64([10, 77, 0, 2])], 30),
         "nsp-meta.upstream.net" => (vec![], vec![nat64([169, 254, 169, 254])], 30),
+        // The public host over IPv4, and over IPv6 an address in the NAT64 prefix.
+        "dual.upstream.net" => (vec![IpAddr::V4(UPSTREAM)], vec![nat64([10, 77, 0, 2])], 30),
         "rebind.upstream.net" if earlier == 0 || qtype != RecordType::A => {
             (vec![IpAddr::V4(UPSTREAM)], vec![], 0)
         }
@@ -179,6 +189,10 @@ pub fn respond(log: &DnsLog, packet: &[u8]) -> Option<Vec<u8>> {
     let qtype = question.query_type();
     let earlier = if name == NAT64_DISCOVERY && qtype == RecordType::AAAA {
         *log.discoveries.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        if log.discovery_fails.load(Ordering::SeqCst) {
+            response.metadata.response_code = ResponseCode::ServFail;
+            return response.to_vec().ok();
+        }
         0
     } else {
         log.note(Question {

@@ -30,6 +30,10 @@
 //! - `openvibe-only` applies the same address checks to OpenVibe's names: a Link whose DNS
 //!   sends `openvibe.services` to a private address (split horizon, a hostile network) does not
 //!   get its LAN reached.
+//! - **NAT64** (`public`): an IPv6 address in the network's own NAT64 prefix is judged by the
+//!   IPv4 address it carries. When the prefix could not be learned at the job's start
+//!   (`egress::nat64`), IPv6 is not used: an IPv6 literal is refused, and a name's IPv6
+//!   addresses are left out (it is reached over IPv4, or refused if it has none).
 
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
@@ -37,8 +41,9 @@ use std::net::{IpAddr, SocketAddr};
 use ipnet::IpNet;
 
 use crate::egress::dns::NameTable;
+use crate::egress::nat64::Nat64;
 use crate::egress::policy::{
-    address_allowed, connect_form, name_allowed, DenyReason, EgressPolicy, EmbeddedIpv4,
+    address_allowed, connect_form, name_allowed, DenyReason, EgressPolicy,
 };
 use crate::job::Net;
 
@@ -48,8 +53,8 @@ use crate::job::Net;
 pub struct Context<'a> {
     pub policy: &'a EgressPolicy,
     pub own: &'a [IpNet],
-    /// The NAT64 prefixes of the Link's network (`egress::nat64`; found for `public`).
-    pub nat64: &'a [EmbeddedIpv4],
+    /// The NAT64 prefixes of the Link's network (`egress::nat64`; asked for `public`).
+    pub nat64: &'a Nat64,
     pub table: &'a NameTable,
 }
 
@@ -261,7 +266,7 @@ pub fn target(ctx: &Context<'_>, attempt: &Attempt<'_>) -> Result<Target, Refusa
         };
     }
     match attempt.net {
-        Net::Public => match address_allowed(ctx.policy, ip, ctx.own, ctx.nat64) {
+        Net::Public => match address_checked(ctx, ip) {
             Ok(()) => Ok(Target::Literal(ip)),
             Err(reason) => Err(Refusal::Address { ip, reason }),
         },
@@ -282,19 +287,45 @@ pub fn decide(ctx: &Context<'_>, attempt: &Attempt<'_>, resolved: &[IpAddr]) -> 
             host,
         },
         Ok(Target::Name(name)) => {
+            // With the network's NAT64 prefix unknown its IPv6 addresses are left out, and
+            // the name is reached over IPv4 if it has an IPv4 address.
+            let mut usable = Vec::with_capacity(resolved.len());
+            let mut left_out = None;
             for &ip in resolved {
-                if let Err(reason) = address_allowed(ctx.policy, ip, ctx.own, ctx.nat64) {
-                    return deny(name, Refusal::Address { ip, reason });
+                match address_checked(ctx, ip) {
+                    Ok(()) => usable.push(ip),
+                    Err(DenyReason::Nat64Unknown) => {
+                        left_out.get_or_insert(ip);
+                    }
+                    Err(reason) => return deny(name, Refusal::Address { ip, reason }),
                 }
             }
-            match resolved.first() {
-                Some(&ip) => Decision::Allow {
+            match (usable.first(), left_out) {
+                (Some(&ip), _) => Decision::Allow {
                     connect_to: SocketAddr::new(connect_form(ip), port),
                     host: name,
                 },
-                None => deny(name.clone(), Refusal::NoAddress(name)),
+                (None, Some(ip)) => deny(
+                    name,
+                    Refusal::Address {
+                        ip,
+                        reason: DenyReason::Nat64Unknown,
+                    },
+                ),
+                (None, None) => deny(name.clone(), Refusal::NoAddress(name)),
             }
         }
+    }
+}
+
+/// [`address_allowed`] with the job's NAT64 view: an IPv6 address (other than IPv4-mapped)
+/// is refused when the network's NAT64 prefix is unknown, since it might be in that prefix
+/// and reach a private IPv4 address through the gateway.
+fn address_checked(ctx: &Context<'_>, ip: IpAddr) -> Result<(), DenyReason> {
+    address_allowed(ctx.policy, ip, ctx.own, ctx.nat64.prefixes())?;
+    match (ctx.nat64, ip.to_canonical()) {
+        (Nat64::Unknown, IpAddr::V6(_)) => Err(DenyReason::Nat64Unknown),
+        _ => Ok(()),
     }
 }
 

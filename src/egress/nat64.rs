@@ -59,11 +59,34 @@ pub fn prefixes_of(answers: &[Ipv6Addr]) -> Vec<EmbeddedIpv4> {
     out
 }
 
+/// What a `public` job's start learned of the network's NAT64 prefixes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Nat64 {
+    /// The resolver answered: these prefixes (none when the network has no DNS64, or for a
+    /// job that did not ask).
+    Known(Vec<EmbeddedIpv4>),
+    /// The resolver failed or did not answer within [`DISCOVERY_TIME`]. Any IPv6 address
+    /// might then be in a prefix of the network's own and reach a private IPv4 address
+    /// through the gateway, so the job reaches IPv4 only (`egress::decide`).
+    Unknown,
+}
+
+impl Nat64 {
+    /// The prefixes to judge IPv6 addresses by (none when [`Nat64::Unknown`]).
+    pub fn prefixes(&self) -> &[EmbeddedIpv4] {
+        match self {
+            Nat64::Known(p) => p,
+            Nat64::Unknown => &[],
+        }
+    }
+}
+
 /// Asks `resolver` (the runner's own, which the job's lookups go to) for the AAAA of
-/// [`DISCOVERY_NAME`], within [`DISCOVERY_TIME`]. None when the network has no DNS64 (no
-/// such answer) or its resolver did not answer in time: the job's own lookups then get no
-/// synthesized address either.
-pub async fn discover(resolver: &TokioResolver) -> Vec<EmbeddedIpv4> {
+/// [`DISCOVERY_NAME`], within [`DISCOVERY_TIME`]. An answer, or a definite "no such
+/// record" (NXDOMAIN, or NOERROR without AAAA: the network has no DNS64), is
+/// [`Nat64::Known`]; anything else (SERVFAIL, REFUSED, no answer in time) is
+/// [`Nat64::Unknown`].
+pub async fn discover(resolver: &TokioResolver, job_id: &str) -> Nat64 {
     match tokio::time::timeout(DISCOVERY_TIME, resolver.ipv6_lookup(DISCOVERY_NAME)).await {
         Ok(Ok(lookup)) => {
             let answers: Vec<Ipv6Addr> = lookup
@@ -74,9 +97,17 @@ pub async fn discover(resolver: &TokioResolver) -> Vec<EmbeddedIpv4> {
                     _ => None,
                 })
                 .collect();
-            prefixes_of(&answers)
+            Nat64::Known(prefixes_of(&answers))
         }
-        _ => Vec::new(),
+        Ok(Err(e)) if e.is_nx_domain() || e.is_no_records_found() => Nat64::Known(Vec::new()),
+        Ok(Err(e)) => {
+            tracing::info!(job_id = %job_id, error = %e, "egress: the NAT64 prefix lookup ({DISCOVERY_NAME}) failed; this job reaches IPv4 only");
+            Nat64::Unknown
+        }
+        Err(_) => {
+            tracing::info!(job_id = %job_id, "egress: the NAT64 prefix lookup ({DISCOVERY_NAME}) timed out; this job reaches IPv4 only");
+            Nat64::Unknown
+        }
     }
 }
 

@@ -218,6 +218,9 @@ pub enum DenyReason {
     OwnAddress { network: IpNet },
     /// IPv6 outside 2000::/3 (global unicast) that carries no IPv4 address.
     NotGlobalUnicast,
+    /// IPv6 in a `public` job whose network's NAT64 prefix could not be learned
+    /// (`egress::nat64`): it might carry a private IPv4 address.
+    Nat64Unknown,
     /// An IPv6 form carrying a denied IPv4 address.
     Embedded {
         form: String,
@@ -234,6 +237,10 @@ impl fmt::Display for DenyReason {
                 write!(f, "the Link's own address or network ({network})")
             }
             DenyReason::NotGlobalUnicast => write!(f, "IPv6 outside global unicast 2000::/3"),
+            DenyReason::Nat64Unknown => write!(
+                f,
+                "IPv6, and this network's NAT64 prefix is unknown (its resolver did not answer ipv4only.arpa at the job's start), so the address might reach a private IPv4 one through the gateway; this job reaches IPv4 only"
+            ),
             DenyReason::Embedded { form, ipv4, inner } => {
                 write!(f, "{form} of {ipv4}: {inner}")
             }

@@ -53,7 +53,8 @@ use tokio_util::task::TaskTracker;
 use super::decide::Context;
 use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::http::{self, Activity, Judge, Refused};
-use super::policy::{EgressPolicy, EmbeddedIpv4};
+use super::nat64::Nat64;
+use super::policy::EgressPolicy;
 use super::record::{LookupOutcome, Recorder};
 use super::resolver::{Built, Upstream, HOST_RESOLV_CONF};
 use crate::config::DnsServer;
@@ -168,8 +169,8 @@ impl Egress {
         let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
         // Only a `public` job may reach addresses outside the allow list's names.
         let nat64 = match net {
-            Net::Public => super::nat64::discover(&resolver).await,
-            _ => Vec::new(),
+            Net::Public => super::nat64::discover(&resolver, job_id).await,
+            _ => Nat64::Known(Vec::new()),
         };
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
@@ -272,7 +273,7 @@ struct ServedJob {
     policy: Arc<EgressPolicy>,
     own: Vec<IpNet>,
     /// The NAT64 prefixes of the Link's network, found at a `public` job's start.
-    nat64: Vec<EmbeddedIpv4>,
+    nat64: Nat64,
     table: NameTable,
     recorder: Arc<Recorder>,
     resolver: Arc<TokioResolver>,

@@ -12,7 +12,7 @@ fn sa(s: &str) -> SocketAddr {
 struct World {
     policy: EgressPolicy,
     own: Vec<IpNet>,
-    nat64: Vec<EmbeddedIpv4>,
+    nat64: Nat64,
     table: NameTable,
 }
 
@@ -27,7 +27,7 @@ impl World {
                 "81.2.3.4/24".parse().unwrap(),
                 "2a01:db9:1:2::5/64".parse().unwrap(),
             ],
-            nat64: Vec::new(),
+            nat64: Nat64::Known(Vec::new()),
             table: NameTable::new(256),
         };
         for n in ["openvibe.services", "api.openvibe.services", "example.com"] {
@@ -469,11 +469,11 @@ fn public_judges_the_networks_own_nat64_prefix_by_the_ipv4_it_carries() {
     // A network whose DNS64 answered ipv4only.arpa inside 2a0d:64::/96 (and another
     // inside a /48, where RFC 6052 splits the address around the u octet).
     let mut w = World::new();
-    w.nat64 = crate::egress::nat64::prefixes_of(&[
+    w.nat64 = Nat64::Known(crate::egress::nat64::prefixes_of(&[
         ip_v6("2a0d:64::c000:aa"),
         ip_v6("2a0e:99:122:c000:0:aa00::"),
-    ]);
-    assert_eq!(w.nat64.len(), 2, "{:?}", w.nat64);
+    ]));
+    assert_eq!(w.nat64.prefixes().len(), 2, "{:?}", w.nat64);
     for bad in [
         "2a0d:64::a4d:2",             // 10.77.0.2
         "2a0d:64::a9fe:a9fe",         // 169.254.169.254
@@ -513,6 +513,72 @@ fn public_judges_the_networks_own_nat64_prefix_by_the_ipv4_it_carries() {
     assert!(plain
         .decide(Net::Public, "[2a0d:64::a4d:2]:80", None, &[])
         .allowed());
+}
+
+#[test]
+fn public_reaches_ipv4_only_when_the_networks_nat64_prefix_is_unknown() {
+    // The resolver did not answer ipv4only.arpa at the job's start: any IPv6 address
+    // might be in the network's own NAT64 prefix.
+    let mut w = World::new();
+    w.nat64 = Nat64::Unknown;
+    let unknown = |d: &Decision, ip6: &str| match d {
+        Decision::Deny {
+            reason:
+                Refusal::Address {
+                    ip: got,
+                    reason: DenyReason::Nat64Unknown,
+                },
+            ..
+        } => assert_eq!(*got, ip(ip6)),
+        other => panic!("{ip6}: {other:?}"),
+    };
+    let by_name = |w: &World, resolved: &[&str]| {
+        w.decide(
+            Net::Public,
+            &format!("{EXAMPLE}:443"),
+            Some("example.com"),
+            resolved,
+        )
+    };
+    for literal in ["2a0d:64::a4d:2", PUBLIC6] {
+        let d = w.decide(Net::Public, &format!("[{literal}]:443"), None, &[]);
+        unknown(&d, literal);
+    }
+    // IPv4, written out or IPv4-mapped, still goes out.
+    for v4 in [PUBLIC4, "::ffff:93.184.216.34"] {
+        let dest: SocketAddr = SocketAddr::new(ip(v4), 443);
+        match w.decide(Net::Public, &dest.to_string(), None, &[]) {
+            Decision::Allow { connect_to, .. } => assert_eq!(connect_to, sa("93.184.216.34:443")),
+            other => panic!("{v4}: {other:?}"),
+        }
+    }
+    // A name's IPv6 addresses are left out: reached over IPv4 if it has it ...
+    match by_name(&w, &[PUBLIC6, PUBLIC4]) {
+        Decision::Allow { connect_to, host } => {
+            assert_eq!(connect_to, sa("93.184.216.34:443"));
+            assert_eq!(host, "example.com");
+        }
+        other => panic!("{other:?}"),
+    }
+    // ... refused without it, and refused whole when another address is denied anyway.
+    unknown(&by_name(&w, &[PUBLIC6]), PUBLIC6);
+    match by_name(&w, &[PUBLIC6, "10.77.0.2"]) {
+        Decision::Deny {
+            reason:
+                Refusal::Address {
+                    ip: got,
+                    reason: DenyReason::Range { .. },
+                },
+            ..
+        } => assert_eq!(got, ip("10.77.0.2")),
+        other => panic!("{other:?}"),
+    }
+    // With the prefix known (none: no DNS64), IPv6 goes out as before.
+    w.nat64 = Nat64::Known(Vec::new());
+    assert!(w
+        .decide(Net::Public, &format!("[{PUBLIC6}]:443"), None, &[])
+        .allowed());
+    assert!(by_name(&w, &[PUBLIC6]).allowed());
 }
 
 fn ip_v6(s: &str) -> std::net::Ipv6Addr {
