@@ -884,7 +884,12 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
             )
         }
     };
-    if text.trim().is_empty() {
+    // Only JSON's own whitespace is "nothing": a tool that wrote U+00A0 or a form feed
+    // wrote something that is not one JSON value.
+    if text
+        .trim_matches(|c| matches!(c, ' ' | '\t' | '\r' | '\n'))
+        .is_empty()
+    {
         return verdict(
             Reason::NoOutput,
             "the tool exited 0 but wrote nothing to stdout".into(),

@@ -67,6 +67,13 @@ fn not_one_value_is_bad_output() {
         "NaN",
         "[1,]",
         "\u{a0}1",
+        // Whitespace to Unicode but not to JSON: something written, not one value.
+        "\u{a0}",
+        "\u{3000}",
+        "\u{2028}",
+        "\x0b",
+        "\x0c",
+        " \u{85}\n",
     ] {
         assert_eq!(
             status_reason(&exited(0, s)),
@@ -81,10 +88,13 @@ fn not_one_value_is_bad_output() {
 
 #[test]
 fn empty_is_no_output() {
-    assert_eq!(
-        status_reason(&exited(0, " \n")),
-        (Status::Error, Some("no_output".into()))
-    );
+    for s in ["", " \n", "\r\n\t "] {
+        assert_eq!(
+            status_reason(&exited(0, s)),
+            (Status::Error, Some("no_output".into())),
+            "{s:?}"
+        );
+    }
 }
 
 #[test]
