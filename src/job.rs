@@ -138,48 +138,66 @@ pub struct Limits {
 /// A limit (or `ttl_ms`) is a JSON number, and JSON has no integer type: it is read by its value, not
 /// its spelling. `1e4` and `10000.0` are 10000; a whole number too large for 64 bits (`1e12`
 /// fits, `1e20` and 99999999999999999999999 do not) reads as `u64::MAX`, above every cap,
-/// so it is `limits_above_cap` as any other number above the cap is. A fraction, a negative
-/// number or anything but a number (or `null`, which is the default) is refused.
+/// so it is `limits_above_cap` as any other number above the cap is, and so does one past
+/// what a double holds (`1e400`). A fraction, a negative number or anything but a number
+/// (or `null`, which is the default) is refused.
 fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    struct Whole;
-    impl<'de> serde::de::Visitor<'de> for Whole {
-        type Value = Option<u64>;
+    use serde::de::Error;
+    // Kept as its text first: serde_json refuses a number past f64's range before any
+    // visitor sees it.
+    let Some(raw) = Option::<Box<serde_json::value::RawValue>>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let text = raw.get();
+    // A JSON value that starts with a digit is a number, and a valid number fails to read
+    // as a double only when it is past a double's range: above every cap.
+    if text.starts_with(|c: char| c.is_ascii_digit()) && serde_json::from_str::<f64>(text).is_err()
+    {
+        return Ok(Some(u64::MAX));
+    }
+    // Read as a value (no position of its own in a message), then by the visitor.
+    let value: serde_json::Value = serde_json::from_str(text).map_err(D::Error::custom)?;
+    serde::Deserializer::deserialize_any(value, WholeNumber).map_err(D::Error::custom)
+}
 
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a whole number")
-        }
+struct WholeNumber;
 
-        fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<u64>, E> {
-            Ok(Some(v))
-        }
+impl<'de> serde::de::Visitor<'de> for WholeNumber {
+    type Value = Option<u64>;
 
-        fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<u64>, E> {
-            u64::try_from(v).map(Some).map_err(|_| {
-                E::invalid_value(serde::de::Unexpected::Signed(v), &"a number of at least 0")
-            })
-        }
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a whole number")
+    }
 
-        fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<u64>, E> {
-            if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
-                // `as` saturates: a whole number past 64 bits is u64::MAX.
-                Ok(Some(v as u64))
-            } else {
-                Err(E::invalid_value(
-                    serde::de::Unexpected::Float(v),
-                    &"a whole number of at least 0",
-                ))
-            }
-        }
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Option<u64>, E> {
+        Ok(Some(v))
+    }
 
-        fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
-            Ok(None)
-        }
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Option<u64>, E> {
+        u64::try_from(v).map(Some).map_err(|_| {
+            E::invalid_value(serde::de::Unexpected::Signed(v), &"a number of at least 0")
+        })
+    }
 
-        fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
-            Ok(None)
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Option<u64>, E> {
+        if v.is_finite() && v >= 0.0 && v.fract() == 0.0 {
+            // `as` saturates: a whole number past 64 bits is u64::MAX.
+            Ok(Some(v as u64))
+        } else {
+            Err(E::invalid_value(
+                serde::de::Unexpected::Float(v),
+                &"a whole number of at least 0",
+            ))
         }
     }
-    d.deserialize_any(Whole)
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> Result<Option<u64>, E> {
+        Ok(None)
+    }
 }
 
 /// A limit's value in a message: a number past 64 bits was read as `u64::MAX`.

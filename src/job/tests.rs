@@ -1319,6 +1319,9 @@ fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
         (r#"{"mem_bytes":1e12}"#, "mem_bytes"),
         (r#"{"mem_bytes":99999999999999999999999}"#, "mem_bytes"),
         (r#"{"wall_ms":1e300}"#, "wall_ms"),
+        // Past what a double holds.
+        (r#"{"wall_ms":1e400}"#, "wall_ms"),
+        (r#"{"mem_bytes":1E+309}"#, "mem_bytes"),
     ] {
         let r = door(limits).expect_err(limits);
         assert_eq!(
@@ -1346,9 +1349,17 @@ fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
         r#"{"mem_bytes":16777216.5}"#,
         r#"{"wall_ms":"ten"}"#,
         r#"{"wall_ms":true}"#,
+        r#"{"wall_ms":-1e400}"#,
+        r#"{"wall_ms":[1]}"#,
     ] {
         let r = door(limits).expect_err(limits);
         assert_eq!(r.rejection.reason, Reason::InvalidJob, "{limits}: {r:?}");
+        // One position, the document's.
+        assert_eq!(
+            r.rejection.message.matches(" at line ").count(),
+            1,
+            "{limits}: {r:?}"
+        );
     }
     // ttl_ms is read the same way.
     let ttl = |t: &str| {
