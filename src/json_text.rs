@@ -220,7 +220,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Members<'a> {
 
 /// A key as bytes: serde_json unescapes it and keeps a lone surrogate (which RFC 8259's
 /// grammar allows and `JSON.stringify` writes) instead of failing on it.
-struct Key(Vec<u8>);
+pub(crate) struct Key(pub(crate) Vec<u8>);
 
 impl<'de> Deserialize<'de> for Key {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {

@@ -8,6 +8,7 @@
 //! stays the exact text it was written in.
 
 use super::{valid_job_id, valid_tool_name, validate, Bounds, Job, Net, Rejection, ValidJob};
+use crate::json_text::Key;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
@@ -85,14 +86,16 @@ impl<'de> Deserialize<'de> for Fields<'de> {
                 mut map: A,
             ) -> Result<Fields<'de>, A::Error> {
                 let mut fields = Fields::default();
-                // Keys as serde reads them (escapes resolved), as the typed parse does.
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let slot = match &*key {
-                        "job_id" => &mut fields.job_id,
-                        "net" => &mut fields.net,
-                        "args" => &mut fields.args,
-                        "limits" => &mut fields.limits,
-                        "inputs" => &mut fields.inputs,
+                // Keys as serde reads them (escapes resolved), as the typed parse does, but
+                // as bytes: another key with a lone surrogate (valid JSON) leaves the job its
+                // id, and the typed parse refuses it with the job's `rejected` result.
+                while let Some(Key(key)) = map.next_key::<Key>()? {
+                    let slot = match key.as_slice() {
+                        b"job_id" => &mut fields.job_id,
+                        b"net" => &mut fields.net,
+                        b"args" => &mut fields.args,
+                        b"limits" => &mut fields.limits,
+                        b"inputs" => &mut fields.inputs,
                         _ => {
                             map.next_value::<serde::de::IgnoredAny>()?;
                             continue;
@@ -101,7 +104,7 @@ impl<'de> Deserialize<'de> for Fields<'de> {
                     let value: &'de RawValue = map.next_value()?;
                     if slot.is_none() {
                         *slot = Some(value);
-                    } else if key == "job_id" {
+                    } else if key == b"job_id" {
                         fields.job_id_twice = true;
                     }
                 }

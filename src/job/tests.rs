@@ -1289,6 +1289,23 @@ fn the_job_id_is_read_alone_and_as_written() {
 }
 
 #[test]
+fn another_key_with_a_lone_surrogate_leaves_the_job_its_id_and_is_rejected() {
+    // Valid JSON (RFC 8259's grammar allows it; JSON.parse reads it): the job has its one
+    // id, so it is answered with its rejected result, not refused as not JSON.
+    let t = serde_json::to_string(&good_job()).expect("json");
+    for key in [r#""\ud800""#, r#""x\udfff""#] {
+        let text = t.replacen('{', &format!("{{{key}:0,"), 1);
+        let r = admit(text.as_bytes(), &Bounds::default()).expect_err(key);
+        assert_eq!(
+            r.head.as_ref().map(|h| h.job_id.as_str()),
+            Ok(good_job()["job_id"].as_str().expect("an id")),
+            "{key}: {r:?}"
+        );
+        assert_eq!(r.rejection.reason, Reason::InvalidJob, "{key}: {r:?}");
+    }
+}
+
+#[test]
 fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
     let text_with = |limits: &str| {
         let mut v = good_job();
