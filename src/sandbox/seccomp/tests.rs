@@ -691,6 +691,73 @@ fn ioctl_refuses_tiocsti_and_tioclinux_on_the_low_32_bits() {
 }
 
 #[test]
+fn ioctl_refuses_the_socket_commands_that_load_a_module_on_the_low_32_bits() {
+    // Bridge (SIOCGIFBR, SIOCSIFBR, SIOCBRADDBR, SIOCBRDELBR), DLCI and VLAN (SIOCADDDLCI,
+    // SIOCDELDLCI, SIOCGIFVLAN, SIOCSIFVLAN): the kernel asks for their module first.
+    let loading: [u64; 8] = [
+        0x8940, 0x8941, 0x89a0, 0x89a1, 0x8980, 0x8981, 0x8982, 0x8983,
+    ];
+    for net in NETS {
+        for cmd in loading {
+            for high in [0u64, 1 << 32, 0xffff_ffff << 32] {
+                let what = format!("ioctl {:#x}", cmd | high);
+                let args = [3, cmd | high, 0];
+                assert_outcome(net, &what, libc::SYS_ioctl, &args, EPERM_RET);
+            }
+        }
+        // Their neighbours, and what libuv asks, still reach the kernel.
+        for cmd in [0x893f, 0x8942, 0x899f, 0x89a2, 0x897f, 0x8984] {
+            let what = format!("ioctl {cmd:#x}");
+            assert_outcome(net, &what, libc::SYS_ioctl, &[3, cmd], RET_ALLOW);
+        }
+        for cmd in [libc::TCGETS, libc::FIONBIO, libc::FIONREAD] {
+            let what = format!("ioctl {cmd:#x}");
+            assert_outcome(net, &what, libc::SYS_ioctl, &[3, cmd], RET_ALLOW);
+        }
+    }
+}
+
+#[test]
+fn setsockopt_refuses_kernel_tls_on_the_low_32_bits() {
+    const TCP_ULP: u64 = 31;
+    const SOL_TLS: u64 = 282;
+    let tcp = libc::IPPROTO_TCP as u64;
+    for net in NETS {
+        for high in [0u64, 1 << 32, 0xffff_ffff << 32] {
+            let args = [3, tcp | high, TCP_ULP | high, 0, 4];
+            assert_outcome(net, "TCP_ULP", libc::SYS_setsockopt, &args, EPERM_RET);
+            for opt in [1, 2, 3] {
+                let args = [3, SOL_TLS | high, opt, 0, 0];
+                assert_outcome(net, "SOL_TLS", libc::SYS_setsockopt, &args, EPERM_RET);
+            }
+        }
+        // TCP's other options (Node sets TCP_NODELAY and keepalive) reach the kernel.
+        for opt in [libc::TCP_NODELAY, libc::TCP_KEEPIDLE, 30, 32] {
+            let args = [3, tcp, opt as u64, 0, 4];
+            let what = format!("TCP option {opt}");
+            assert_outcome(net, &what, libc::SYS_setsockopt, &args, RET_ALLOW);
+        }
+    }
+}
+
+#[test]
+fn preadv2_refuses_rwf_nowait_whatever_other_flags() {
+    const RWF_NOWAIT: u64 = 0x8;
+    for net in NETS {
+        for flags in [RWF_NOWAIT, RWF_NOWAIT | 0x1, u64::MAX] {
+            let args = [3, 0, 1, 0, 0, flags];
+            let what = format!("preadv2 flags {flags:#x}");
+            assert_outcome(net, &what, libc::SYS_preadv2, &args, EPERM_RET);
+        }
+        for flags in [0, 0x1, 0x10] {
+            let args = [3, 0, 1, 0, 0, flags];
+            let what = format!("preadv2 flags {flags:#x}");
+            assert_outcome(net, &what, libc::SYS_preadv2, &args, RET_ALLOW);
+        }
+    }
+}
+
+#[test]
 fn pipe2_refuses_a_notification_pipe_whatever_other_flags() {
     const O_NOTIFICATION_PIPE: u64 = libc::O_EXCL as u64;
     let libuv = (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64;
@@ -1409,6 +1476,19 @@ fn probe_deny(p: &mut Probe) {
     );
     let libuv = [pipe_ptr, (libc::O_CLOEXEC | libc::O_NONBLOCK) as u64];
     p.succeeds("pipe2 as libuv", raw(libc::SYS_pipe2, &libuv));
+    // stdin is /dev/null: a plain preadv2 reads nothing and succeeds.
+    let mut buf = [0u8; 8];
+    let iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let iov_ptr = &iov as *const libc::iovec as u64;
+    p.errno(
+        "preadv2 RWF_NOWAIT",
+        raw(libc::SYS_preadv2, &[0, iov_ptr, 1, 0, 0, 0x8]),
+        libc::EPERM,
+    );
+    p.succeeds("preadv2", raw(libc::SYS_preadv2, &[0, iov_ptr, 1, 0, 0, 0]));
 
     p.errno("clone3", raw(libc::SYS_clone3, &[0, 0]), libc::ENOSYS);
     p.errno(
