@@ -847,6 +847,72 @@ fn pure_v2_in_the_root_cgroup_creates_the_parent_below_the_root() {
     assert!(!writes.iter().any(|(p, _)| p.ends_with("cgroup.procs")));
 }
 
+impl FakeHost {
+    /// Pure v2 in a container with a cgroup namespace of its own: the runner sees itself in
+    /// `/`, which is an ordinary cgroup (it has `cgroup.type`) holding `procs`, with no
+    /// controller enabled for its children yet.
+    fn v2_container(procs: &str) -> FakeHost {
+        let host = Self::v2("0::/\n", "cpu io memory pids", "");
+        let root = host.cg("");
+        fs::write(root.join("cgroup.type"), "domain\n").expect("write");
+        fs::write(root.join("cgroup.procs"), procs).expect("write");
+        host
+    }
+}
+
+#[test]
+fn pure_v2_in_a_containers_own_root_cgroup_moves_only_the_runner_into_supervisor() {
+    let fake = FakeHost::v2_container(&format!("{OWN_PID}\n"));
+    let host = fake.detect(None).expect("detect");
+    let root = fake.cg("");
+    let jobs = root.join("jobs");
+    assert_eq!(described(&host, "parent"), jobs.display().to_string());
+    assert!(
+        described(&host, "placement").starts_with("delegated"),
+        "{}",
+        described(&host, "placement")
+    );
+    // The runner left the root first: only then may its children use controllers.
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    let moved = writes
+        .iter()
+        .position(|(p, v)| p == &root.join("supervisor/cgroup.procs") && *v == OWN_PID.to_string());
+    let enabled = writes
+        .iter()
+        .position(|(p, _)| p == &root.join("cgroup.subtree_control"));
+    assert!(
+        matches!((moved, enabled), (Some(m), Some(e)) if m < e),
+        "{writes:?}"
+    );
+    let control = read(&root.join("cgroup.subtree_control"));
+    assert!(
+        control.contains("memory") && control.contains("pids"),
+        "{control}"
+    );
+    assert!(
+        !fake.cg("openvibe-skill-runner").exists(),
+        "nothing below a root it cannot use as the host's"
+    );
+}
+
+#[test]
+fn pure_v2_in_a_containers_own_root_cgroup_shared_with_others_is_refused_with_the_fix() {
+    let fake = FakeHost::v2_container(&format!("1\n{OWN_PID}\n"));
+    let err = fake.detect(None).expect_err("must fail closed");
+    match &err {
+        CgroupError::Placement { detail, fix } => {
+            assert!(
+                detail.contains("cgroup namespace") && detail.contains("[1]"),
+                "{detail}"
+            );
+            assert!(fix.contains("runner.cgroup_parent"), "{fix}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let writes = fake.kernel.writes.lock().expect("lock").clone();
+    assert!(writes.is_empty(), "nothing moved or enabled: {writes:?}");
+}
+
 #[test]
 fn pure_v2_root_without_controllers_for_children_gets_them_without_systemd() {
     let fake = FakeHost::v2("0::/\n", "cpu memory pids", "");

@@ -100,7 +100,12 @@ fn choose(
     runner_leaf: &mut Option<RunnerLeaf>,
 ) -> Result<(PathBuf, String), CgroupError> {
     let mount_dir = mount.dir(view.fs_root);
-    if own == "/" {
+    // The root of the runner's cgroup namespace. The host's own root cgroup has no
+    // `cgroup.type` and may hold processes while its children use controllers; a
+    // namespace's root (a container's own cgroup, `--cgroupns=private`) is an ordinary
+    // cgroup that may not, so it is used as one delegated to the runner.
+    let namespace_root = own == "/" && mount_dir.join("cgroup.type").exists();
+    if own == "/" && !namespace_root {
         return place_below_root(view, &mount_dir, None, kernel);
     }
     // A runner already placed below the root by an earlier detection (or started by
@@ -119,6 +124,19 @@ fn choose(
     let usable = delegation_problem(view, &delegated, moved);
     match (usable, view.systemd) {
         (Ok(()), _) => place_in_delegated(view, &delegated, moved, kernel),
+        // Below a namespace's root the runner cannot go (that is the root it sees), and
+        // it moves no process but its own.
+        (Err(why), _) if namespace_root => Err(CgroupError::Placement {
+            detail: format!(
+                "the runner is in the root of its cgroup namespace (a container's own \
+                 cgroup), which it can use only alone: {why}"
+            ),
+            fix: "start the container's other processes in a child cgroup (its init can \
+                  move itself into one, such as /sys/fs/cgroup/init, before it starts \
+                  anything), run the runner as the container's only process, or set \
+                  runner.cgroup_parent to a cgroup handed to the runner"
+                .to_owned(),
+        }),
         (Err(_), Some(systemd)) => {
             let (unit, scope) = systemd.start_scope(view.self_pid)?;
             let scope_dir = mount
