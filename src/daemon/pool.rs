@@ -416,13 +416,17 @@ impl<W: Warmer> Pool<W> {
             while st.recent.len() > RECENT {
                 st.recent.pop_front();
             }
+            // One past `max_age_ms` is never handed out, though the refill (which may be in
+            // a warm-up or a backoff) has not discarded it yet: its age would tell the job
+            // more than the setting allows about the jobs before it.
+            let max_age = Duration::from_millis(st.settings.warm.max_age_ms);
             let mut dead = Vec::new();
             let mut found = None;
             let mut i = 0;
             while i < st.ready.len() {
                 if st.ready[i].shape() != shape {
                     i += 1;
-                } else if !st.ready[i].is_alive() {
+                } else if !st.ready[i].is_alive() || st.ready[i].age() >= max_age {
                     dead.push(st.ready.swap_remove(i));
                 } else {
                     found = Some(st.ready.swap_remove(i));
@@ -433,8 +437,8 @@ impl<W: Warmer> Pool<W> {
         };
         if !dead.is_empty() {
             tracing::warn!(
-                dead = dead.len(),
-                "warm sandboxes ended while waiting; discarded"
+                discarded = dead.len(),
+                "warm sandboxes ended or grew too old while waiting; discarded"
             );
             // Torn down beside the job, which does not wait for them; shutdown does.
             let _ = self.discard_all(dead);

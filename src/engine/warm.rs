@@ -68,7 +68,7 @@ impl WarmSandbox {
         self.shape
     }
 
-    /// How long it has waited since it was made.
+    /// How long it has waited since it was ready.
     pub fn age(&self) -> Duration {
         self.born.elapsed()
     }
@@ -284,7 +284,11 @@ impl Engine {
         };
         // One start at a time really is one: the pool's next begins once this one waits.
         match sandbox.started.ready().await {
-            Ok(()) => Ok(sandbox),
+            Ok(()) => {
+                // Its age counts from here: a slow warm-up does not make it stale at once.
+                sandbox.born = Instant::now();
+                Ok(sandbox)
+            }
             Err(e) => {
                 let reports = sandbox.started.setup_failure();
                 sandbox.discard().await;

@@ -168,6 +168,38 @@ async fn until(what: &str, cond: impl Fn() -> bool) {
     panic!("not within 5 s: {what}");
 }
 
+/// A sandbox past `max_age_ms` is discarded when a job looks for one, not handed out,
+/// though no refill ran to discard it (the refill may be in a warm-up or a backoff).
+#[tokio::test]
+async fn a_sandbox_past_its_age_is_never_handed_out() {
+    let warmer = FakeWarmer::default();
+    let live = warmer.live.clone();
+    let shape = deny(128 * MIB);
+    let aged = |mut f: Fake| {
+        f.born = Instant::now()
+            .checked_sub(Duration::from_millis(1500))
+            .expect("a boot over 1.5 s ago");
+        f
+    };
+    let old = aged(warmer.warm_up(shape).await.expect("made"));
+    let older = aged(warmer.warm_up(shape).await.expect("made"));
+    let fresh = warmer.warm_up(shape).await.expect("made");
+    let mut s = settings();
+    s.warm.max_age_ms = 1000;
+    // Not started: no refill task.
+    let pool = pool_of(warmer, s, 2);
+    pool.state().ready.extend([old, fresh, older]);
+    let got = pool.take_ready(shape).expect("the fresh one");
+    assert!(got.age() < Duration::from_millis(1000), "{:?}", got.age());
+    // The old ones were discarded on the way, or are the only ones left: none is given.
+    assert!(pool.take_ready(shape).is_none());
+    until("the old ones torn down", || {
+        live.load(Ordering::SeqCst) == 1
+    })
+    .await;
+    assert!(pool.state().ready.is_empty());
+}
+
 #[test]
 fn by_default_two_sandboxes_of_the_contracts_default_shape() {
     let t = Targets::of(&settings(), &VecDeque::new(), 65_536);
