@@ -216,7 +216,14 @@ impl WarmConfig {
     /// A value that parses but cannot be used, named with what to change.
     pub fn problem(&self) -> Option<String> {
         use crate::job::{MEM_BYTES_CAP, MEM_BYTES_MIN};
-        for s in &self.shapes {
+        for (i, s) in self.shapes.iter().enumerate() {
+            // The pool adds up the counts of one shape: each entry's cap would not hold.
+            if self.shapes[..i].iter().any(|t| t.mem_bytes == s.mem_bytes) {
+                return Some(format!(
+                    "daemon.warm.shapes: mem_bytes {} is given twice; give each shape once, with its whole count",
+                    s.mem_bytes
+                ));
+            }
             if !(MEM_BYTES_MIN..=MEM_BYTES_CAP).contains(&s.mem_bytes) {
                 return Some(format!(
                     "daemon.warm.shapes: mem_bytes {} is outside the jobs' range {MEM_BYTES_MIN}..={MEM_BYTES_CAP}; no job could use such a sandbox",
@@ -596,6 +603,15 @@ mod tests {
             "daemon.header_timeout_ms",
         );
         refused("[daemon]\nbody_timeout_ms = 99\n", "daemon.body_timeout_ms");
+        let shape = "[[daemon.warm.shapes]]\nmem_bytes = 134217728\ncount = 16\n";
+        refused(
+            &shape.repeat(2),
+            "daemon.warm.shapes: mem_bytes 134217728 is given twice",
+        );
+        refused(
+            &shape.replace("count = 16", "count = 17"),
+            "daemon.warm.shapes: count 17",
+        );
         refused(
             "[daemon]\nsocket_group = \"no-such-group-of-this-test\"\n",
             "daemon.socket_group",
@@ -605,6 +621,8 @@ mod tests {
             "[daemon]\nheader_timeout_ms = 100\nbody_timeout_ms = 100\n",
             "[daemon]\nsocket_group = \"root\"\n",
             "[daemon]\nsocket_group = \"4242\"\n",
+            "[[daemon.warm.shapes]]\nmem_bytes = 134217728\ncount = 16\n\
+             [[daemon.warm.shapes]]\nmem_bytes = 67108864\ncount = 16\n",
         ] {
             assert!(
                 Config::usable(fine).is_ok(),
