@@ -812,6 +812,75 @@ fn a_result_that_cannot_be_written_exits_74_without_a_panic() {
     assert_host_clean("itest-full");
 }
 
+/// `run`'s errors name what is wrong in the skill folder, which may be someone else's: a
+/// key, a file name or an argument name that holds terminal control codes reaches the
+/// terminal escaped, never as the codes themselves.
+#[test]
+fn run_errors_show_the_skill_folders_control_characters_escaped() {
+    let state = State::new();
+    let osc = "\u{1b}]52;c;aGk=\u{7}";
+    let clear = "\u{1b}[2J";
+    let tool = |extra: (&str, serde_json::Value), args: serde_json::Value| {
+        let mut t = serde_json::json!({
+            "name": "t",
+            "description": "A tool.",
+            "language": "javascript",
+            "entry": "t.js",
+            "args": args,
+            "net": "deny"
+        });
+        if !extra.0.is_empty() {
+            t[extra.0] = extra.1;
+        }
+        serde_json::json!({"slug": "esc", "version": "1.0.0", "runs": "sandbox", "tools": [t]})
+    };
+    let object = serde_json::json!({"type": "object"});
+    let cases = [
+        (
+            "an unknown key",
+            tool((osc, serde_json::json!(1)), object.clone()),
+            None,
+        ),
+        (
+            "a required argument",
+            tool(
+                ("", serde_json::Value::Null),
+                serde_json::json!({"type": "object", "required": [clear],
+                    "properties": {clear: {"type": "string"}}}),
+            ),
+            None,
+        ),
+        (
+            "a file name",
+            tool(("", serde_json::Value::Null), object),
+            Some(format!("{clear}.js")),
+        ),
+    ];
+    for (what, manifest, extra_file) in cases {
+        let dir = tempfile::Builder::new()
+            .prefix("ovsr-escape-")
+            .tempdir()
+            .expect("temp dir");
+        std::fs::write(dir.path().join("skill.json"), manifest.to_string()).expect("manifest");
+        std::fs::write(dir.path().join("t.js"), "process.stdout.write('1')").expect("code");
+        if let Some(name) = extra_file {
+            std::fs::write(dir.path().join(name), "1").expect("file");
+        }
+        let out = runner_in(state.path())
+            .args(["run", &dir.path().display().to_string(), "--tool", "t"])
+            .args(["--input", "{}"])
+            .output()
+            .expect("run");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(
+            !out.stderr.iter().any(|b| *b == 0x1b || *b == 0x07),
+            "{what}: a control code reached the terminal: {err:?}"
+        );
+        assert!(err.contains("\\u{1b}"), "{what}: shown escaped: {err}");
+    }
+}
+
 /// `run --input @FILE` reads no further than a job could carry: `/dev/zero` is refused at
 /// once, not read until memory runs out.
 #[test]

@@ -284,8 +284,10 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
     }
 }
 
+/// A usage error. It may quote a skill folder's keys, file names and argument names (the
+/// folder may be someone else's), so it goes through [`shown`] like the tool's own text.
 fn usage(message: String) -> ExitCode {
-    eprintln!("openvibe-skill-runner: {message}");
+    eprintln!("openvibe-skill-runner: {}", shown(&message));
     ExitCode::from(2)
 }
 
