@@ -310,6 +310,10 @@ pub fn gather(
     cache: &Cache,
     found: &Fetched,
 ) -> Result<Vec<(String, Vec<u8>)>, InputError> {
+    // The bound first: a job whose carried and found bytes already pass it breaks a rule
+    // (`rejected`), whichever of its inputs comes first and whether or not another one's
+    // bytes are missing.
+    over_bound(job, found)?;
     let mut out = Vec::with_capacity(job.inputs.len());
     let mut total = 0usize;
     for input in &job.inputs {
@@ -331,6 +335,28 @@ pub fn gather(
         }
     }
     Ok(out)
+}
+
+/// The bytes the job carries and `found` holds for it, counted per input as the bound
+/// counts them.
+pub fn held_bytes(job: &ValidJob, found: &Fetched) -> usize {
+    job.inputs
+        .iter()
+        .filter_map(|i| i.content.as_ref().or_else(|| found.get(&i.sha256)))
+        .map(Vec::len)
+        .sum()
+}
+
+/// The inputs' bound broken by what the job carries and `found` holds already.
+pub fn over_bound(job: &ValidJob, found: &Fetched) -> Result<(), InputError> {
+    let held = held_bytes(job, found);
+    if held > crate::job::MAX_INPUTS_TOTAL_BYTES {
+        return Err(InputError::Content(format!(
+            "inputs hold more than {} bytes (1 MiB) in all (those carried and cached hold {held})",
+            crate::job::MAX_INPUTS_TOTAL_BYTES
+        )));
+    }
+    Ok(())
 }
 
 fn bytes_of(input: &ValidInput, cache: &Cache, found: &Fetched) -> Result<Vec<u8>, InputError> {
@@ -603,6 +629,27 @@ mod tests {
                 })
                 .collect(),
         )
+    }
+
+    #[test]
+    fn inputs_past_the_bound_are_rejected_before_a_missing_one_is_reported() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cache = Cache::new(tmp.path().join("cache"), 4 << 20);
+        let (a, b) = (vec![b'a'; 600 << 10], vec![b'b'; 600 << 10]);
+        cache.put(&sha256(&a), &a);
+        cache.put(&sha256(&b), &b);
+        // The input nobody holds comes first.
+        let job = job_of(&[("t.js", b"nowhere"), ("a.txt", &a), ("b.txt", &b)]);
+        let found = cached(&job, &cache);
+        let e = gather(&job, &cache, &found).unwrap_err();
+        assert!(
+            matches!(&e, InputError::Content(m) if m.contains("1 MiB")),
+            "{e}"
+        );
+        // Within the bound, the missing one is what is wrong.
+        let job = job_of(&[("t.js", b"nowhere"), ("a.txt", &a)]);
+        let e = gather(&job, &cache, &cached(&job, &cache)).unwrap_err();
+        assert!(matches!(e, InputError::Missing { .. }), "{e}");
     }
 
     #[test]

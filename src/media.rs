@@ -74,16 +74,7 @@ impl Media {
         // What the job already holds (carried, or found in the cache) counts against the
         // bound all its inputs share: only what is left of it is fetched, and with nothing
         // left Media is not asked at all.
-        let held: usize = job
-            .inputs
-            .iter()
-            .filter_map(|i| {
-                i.content
-                    .as_ref()
-                    .or_else(|| found.get(&i.sha256))
-                    .map(Vec::len)
-            })
-            .sum();
+        let held = crate::inputs::held_bytes(job, &found);
         let mut budget = self.max_bytes.saturating_sub(held);
         let mut fetched = found;
         // One deadline for the job's inputs together: a job of many inputs from a slow
@@ -96,15 +87,15 @@ impl Media {
             let Some(media_id) = input.media_id.as_deref() else {
                 continue;
             };
+            // What the job carries and the cache holds already breaks the inputs' bound:
+            // the job is `rejected` for it, as it is without Media (`inputs::gather`), not
+            // told its bytes are missing.
             if held > self.max_bytes {
-                return Err(InputError::Unavailable {
-                    name: input.name.clone(),
-                    detail: format!(
-                        "the job's other inputs already hold {held} bytes, more than the {} \
-                         all its inputs share; {media_id} was not fetched",
-                        self.max_bytes
-                    ),
-                });
+                return Err(InputError::Content(format!(
+                    "inputs hold more than {} bytes in all (those carried and cached already \
+                     hold {held}); {media_id} was not fetched",
+                    self.max_bytes
+                )));
             }
             let bytes = self
                 .fetch(media_id, budget, job, deadline)
@@ -359,9 +350,9 @@ mod tests {
             .fetch_missing(&job, crate::inputs::cached(&job, &cache))
             .await
         {
-            Err(InputError::Unavailable { detail, .. }) => {
+            Err(InputError::Content(detail)) => {
                 assert!(
-                    detail.contains("already hold 1228800 bytes") && detail.contains("not fetched"),
+                    detail.contains("already hold 1228800") && detail.contains("not fetched"),
                     "{detail}"
                 );
             }
