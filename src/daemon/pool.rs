@@ -309,7 +309,11 @@ impl<W: Warmer> Pool<W> {
     }
 
     fn targets(&self, st: &State<W::Sandbox>) -> Targets {
-        let mut t = Targets::of(&st.settings, &st.recent, self.warmer.uid_count());
+        // Sandboxes being torn down still hold their uids: the room the jobs leave is
+        // what remains after them too.
+        let stopping = self.counters.stopping.load(Ordering::SeqCst);
+        let uids = self.warmer.uid_count().saturating_sub(stopping);
+        let mut t = Targets::of(&st.settings, &st.recent, uids);
         t.0.retain(|(s, _, _)| self.warmer.warmable(*s));
         t
     }

@@ -554,6 +554,33 @@ async fn dead_sandboxes_a_job_found_are_stopping_until_torn_down() {
     assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
 }
 
+/// With few uids (`max_jobs` + 2), sandboxes being torn down still hold theirs: the refill
+/// makes no new ones until they are gone, so the jobs always find the uids they need.
+#[tokio::test]
+async fn sandboxes_being_torn_down_count_against_the_uids_the_jobs_leave() {
+    let mut warmer = FakeWarmer {
+        uids: settings().max_jobs + 2,
+        ..FakeWarmer::default()
+    };
+    warmer.hold_teardowns();
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    kill_every_sandbox_made(&pool);
+    assert!(pool.take_ready(deny(128 * MIB)).is_none());
+    assert_eq!(pool.info().stopping, 2);
+    // The refill was woken by the take and checks again every second: nothing new.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let info = pool.info();
+    assert_eq!(info.ready + info.starting, 0, "{info:?}");
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 2);
+    pool.warmer.let_teardowns_go();
+    until("two ready again", || pool.info().ready == 2).await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 2);
+    pool.shutdown().await;
+    assert_eq!(pool.warmer.live.load(Ordering::SeqCst), 0);
+}
+
 #[tokio::test]
 async fn shutdown_waits_for_the_teardown_of_dead_sandboxes_a_job_found() {
     let pool = two_ready_with_teardowns_held().await;
