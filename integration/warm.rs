@@ -292,6 +292,45 @@ fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
     panic!("no Node of the job in cgroup {cgroup} within 20 s");
 }
 
+/// What the job's pid 1 (Node's parent) holds while the tool runs: its capabilities,
+/// no_new_privs and whether it may be dumped (ptraced), as the host sees them.
+fn pid_one_privileges(node: i32) -> Value {
+    let status =
+        |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let Some(pid_one) = status(node)
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse::<i32>().ok())
+    else {
+        return json!("no parent");
+    };
+    let lines: Vec<String> = status(pid_one)
+        .lines()
+        .filter(|l| {
+            [
+                "CapInh:",
+                "CapPrm:",
+                "CapEff:",
+                "CapBnd:",
+                "CapAmb:",
+                "NoNewPrivs:",
+                "NSpid:",
+            ]
+            .iter()
+            .any(|k| l.starts_with(k))
+        })
+        .map(|l| {
+            // The host's pid differs from job to job: the job's own (1) tells enough.
+            match l.strip_prefix("NSpid:") {
+                Some(v) => format!("NSpid: {}", v.split_whitespace().last().unwrap_or("?")),
+                None => l.split_whitespace().collect::<Vec<_>>().join(" "),
+            }
+        })
+        .collect();
+    // Not dumpable: /proc/<pid>/environ and mem are root's and closed to ptrace.
+    json!(lines)
+}
+
 /// The nice values of the job's pid 1 (Node's parent) and of the init stage (pid 1's).
 fn pid_one_and_init_nice(node: i32) -> Vec<String> {
     let ppid = |pid: i32| -> i32 {
@@ -320,6 +359,7 @@ fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Valu
         let host = found.map(|(pid, uid)| {
             let mut host = snapshot(pid, uid);
             host["pid1_and_init_nice"] = json!(pid_one_and_init_nice(pid));
+            host["pid1_privileges"] = pid_one_privileges(pid);
             host
         });
         let result = run.join().expect("the job's thread");
@@ -393,6 +433,22 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
         (&hot_host["pid1_and_init_nice"], &cold_host["pid1_and_init_nice"]),
         (&json!([own, own]), &json!([own, own])),
         "pid 1 and the init stage, which reap the tool and relay its end, at the runner's nice value as a cold job's"
+    );
+    // Pid 1 reaps the tool and relays its end, and holds nothing more for it, warm or
+    // cold (compared below).
+    let none = "0000000000000000";
+    assert_eq!(
+        cold_host["pid1_privileges"],
+        json!([
+            "NSpid: 1",
+            format!("CapInh: {none}"),
+            format!("CapPrm: {none}"),
+            format!("CapEff: {none}"),
+            format!("CapBnd: {none}"),
+            format!("CapAmb: {none}"),
+            "NoNewPrivs: 1",
+        ]),
+        "{cold_host}"
     );
     assert!(
         hot_host["tree"]

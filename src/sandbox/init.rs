@@ -412,6 +412,11 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>) -> ! {
                     Err((step, e)) => fail(step, e),
                 }
             }
+            // From here pid 1 only reaps and reports: it keeps no privilege a kernel bug
+            // in reach of the job could borrow.
+            if let Err((step, e)) = shed_pid_one_privileges() {
+                fail(step, e);
+            }
             loop {
                 let status = match ended.take() {
                     Some(s) => Ok(s),
@@ -433,6 +438,37 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>) -> ! {
             std::process::exit(0);
         }
     }
+}
+
+/// B, once the tool runs (after the hand-over, in a warm sandbox): every capability
+/// dropped, the bounding set first (it needs CAP_SETPCAP), then checked gone; no_new_privs
+/// set, and not dumpable. It stays uid 0 of the host, with nothing a capability grants.
+fn shed_pid_one_privileges() -> Result<(), StepError> {
+    for set in [
+        caps::CapSet::Bounding,
+        caps::CapSet::Ambient,
+        caps::CapSet::Inheritable,
+        caps::CapSet::Effective,
+        caps::CapSet::Permitted,
+    ] {
+        step("drop pid 1's capabilities", caps::clear(None, set))?;
+    }
+    for set in [
+        caps::CapSet::Permitted,
+        caps::CapSet::Effective,
+        caps::CapSet::Bounding,
+    ] {
+        let held = step("read pid 1's capabilities", caps::read(None, set))?;
+        if !held.is_empty() {
+            return Err((
+                "drop pid 1's capabilities",
+                format!("{set:?} still holds {held:?}"),
+            ));
+        }
+    }
+    step("pid 1's no_new_privs", nix::sys::prctl::set_no_new_privs())?;
+    step("pid 1 not dumpable", nix::sys::prctl::set_dumpable(false))?;
+    Ok(())
 }
 
 /// A: the hand-over's descriptor must be the pipe the runner passed; it never crosses an
