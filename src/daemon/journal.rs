@@ -67,11 +67,39 @@ pub struct Pruned {
 }
 
 /// An earlier daemon of this state directory, as it recorded itself when it started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EarlierRun {
     pub pid: u32,
     /// When it recorded its start (the wall clock, ms): its process was alive then.
     pub started_ms: i64,
+    /// Which process it was, on no clock that can be set: none in a journal an older
+    /// runner wrote.
+    pub identity: Option<ProcessIdentity>,
+}
+
+/// A process as the kernel tells it from every other since the machine booted: the boot's
+/// id and the process's start in clock ticks since that boot. A pid taken again, or a
+/// wall clock set back, does not make another process look like this one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessIdentity {
+    pub boot_id: String,
+    pub start_ticks: u64,
+}
+
+impl ProcessIdentity {
+    /// Process `pid`'s identity (in this pid namespace); none when it is gone or `/proc`
+    /// cannot tell.
+    pub fn of(pid: u32) -> Option<ProcessIdentity> {
+        let boot_id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // After the command name, which may hold spaces and parentheses: field 3 onwards.
+        let rest = &stat[stat.rfind(')')? + 1..];
+        let start_ticks = rest.split_whitespace().nth(19)?.parse().ok()?;
+        Some(ProcessIdentity {
+            boot_id: boot_id.trim().to_string(),
+            start_ticks,
+        })
+    }
 }
 
 /// What kind of trouble the journal is in, which decides what an operator can do.
@@ -220,6 +248,16 @@ fn connect(path: &Path) -> Result<Connection, JournalError> {
          CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
          CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished_ms);",
     )?;
+    // A journal an older runner made has no identity columns: added, empty for its rows.
+    let has_identity = conn
+        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'boot_id'")?
+        .exists([])?;
+    if !has_identity {
+        conn.execute_batch(
+            "ALTER TABLE runs ADD COLUMN boot_id TEXT;
+             ALTER TABLE runs ADD COLUMN start_ticks INTEGER;",
+        )?;
+    }
     Ok(conn)
 }
 
@@ -431,19 +469,35 @@ impl Journal {
     /// directories carry their pids in their names).
     pub fn begin_run(&self, pid: u32) -> Result<(i64, Vec<EarlierRun>), JournalError> {
         let conn = self.writable()?;
-        let mut stmt = conn.prepare("SELECT pid, started_ms FROM runs ORDER BY run_id")?;
+        let mut stmt =
+            conn.prepare("SELECT pid, started_ms, boot_id, start_ticks FROM runs ORDER BY run_id")?;
         let earlier = stmt
             .query_map([], |r| {
+                let boot_id: Option<String> = r.get(2)?;
+                let start_ticks: Option<i64> = r.get(3)?;
                 Ok(EarlierRun {
                     pid: r.get(0)?,
                     started_ms: r.get(1)?,
+                    identity: match (boot_id, start_ticks.and_then(|t| u64::try_from(t).ok())) {
+                        (Some(boot_id), Some(start_ticks)) => Some(ProcessIdentity {
+                            boot_id,
+                            start_ticks,
+                        }),
+                        _ => None,
+                    },
                 })
             })?
             .collect::<Result<Vec<_>, _>>()?;
         drop(stmt);
+        let me = ProcessIdentity::of(pid);
         conn.execute(
-            "INSERT INTO runs(pid, started_ms) VALUES (?1, ?2)",
-            params![pid, now_ms()],
+            "INSERT INTO runs(pid, started_ms, boot_id, start_ticks) VALUES (?1, ?2, ?3, ?4)",
+            params![
+                pid,
+                now_ms(),
+                me.as_ref().map(|m| m.boot_id.clone()),
+                me.as_ref().and_then(|m| i64::try_from(m.start_ticks).ok()),
+            ],
         )?;
         let run_id = conn.last_insert_rowid();
         self.committed(conn)?;

@@ -12,7 +12,7 @@
 //! lives is another runner's running job, or the pid was taken by an unrelated process: it
 //! is left alone, and removed by a later start once that process is gone.
 
-use super::journal::EarlierRun;
+use super::journal::{EarlierRun, ProcessIdentity};
 use crate::config::Config;
 use crate::sandbox::cgroup::CgroupHost;
 use std::collections::BTreeSet;
@@ -98,15 +98,23 @@ fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
     if pid == std::process::id() || !alive(pid) {
         return true;
     }
-    // A live process has the pid: the earlier daemon itself only if it was already alive
-    // when that daemon recorded its start (two live processes never share a pid). A second
-    // of slack for the clocks' rounding still tells a process that took the pid later.
-    match started_ms(pid) {
-        Some(start) => earlier
-            .iter()
-            .any(|run| run.pid == pid && start <= run.started_ms + 1000),
-        None => !alive(pid),
+    // A live process has the pid: the earlier daemon itself only if it is the process that
+    // daemon recorded (its boot and its start in ticks since then: no clock that can be
+    // set). A journal an older runner wrote holds no identity: then only if the process was
+    // already alive when that daemon recorded its start (two live processes never share a
+    // pid), with a second of slack for the clocks' rounding.
+    let identity = ProcessIdentity::of(pid);
+    let start = started_ms(pid);
+    if identity.is_none() && start.is_none() {
+        return !alive(pid);
     }
+    earlier
+        .iter()
+        .filter(|run| run.pid == pid)
+        .any(|run| match &run.identity {
+            Some(recorded) => identity.as_ref() == Some(recorded),
+            None => start.is_some_and(|s| s <= run.started_ms + 1000),
+        })
 }
 
 /// Kills and removes the leftovers; returns how many were found.
@@ -222,16 +230,45 @@ mod tests {
         let ending = EarlierRun {
             pid: parent,
             started_ms: now,
+            identity: None,
         };
-        assert!(is_leftover(&name, &[ending]));
+        assert!(is_leftover(&name, std::slice::from_ref(&ending)));
         // ...and not when the earlier daemon recorded its start before this process began:
         // the pid was taken again, by a process that may be running its own job.
         let start = started_ms(parent).expect("the parent's start");
         let reused = EarlierRun {
             pid: parent,
             started_ms: start - 5_000,
+            identity: None,
         };
         assert!(!is_leftover(&name, &[reused]));
+        // With the identity recorded, the process is told by it, not by the wall clock: the
+        // parent is the recorded daemon even if the clock was set back since...
+        let recorded = ProcessIdentity::of(parent).expect("the parent's identity");
+        let set_back = EarlierRun {
+            started_ms: start - 600_000,
+            identity: Some(recorded.clone()),
+            ..ending.clone()
+        };
+        assert!(is_leftover(&name, &[set_back]));
+        // ...and another process (a later start, or another boot) is not, whatever the
+        // wall clock says.
+        for other in [
+            ProcessIdentity {
+                start_ticks: recorded.start_ticks + 1,
+                ..recorded.clone()
+            },
+            ProcessIdentity {
+                boot_id: "another-boot".into(),
+                ..recorded.clone()
+            },
+        ] {
+            let not_it = EarlierRun {
+                identity: Some(other),
+                ..ending.clone()
+            };
+            assert!(!is_leftover(&name, &[not_it]));
+        }
     }
 
     #[test]

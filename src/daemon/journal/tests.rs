@@ -70,6 +70,42 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
 }
 
 #[test]
+fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    // A journal as an older runner made it: no identity in its runs.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE runs(
+                 run_id INTEGER PRIMARY KEY AUTOINCREMENT,
+                 pid INTEGER NOT NULL,
+                 started_ms INTEGER NOT NULL,
+                 ended_ms INTEGER);
+             INSERT INTO runs(pid, started_ms) VALUES (100, 5);",
+        )
+        .unwrap();
+    }
+    let j = Journal::open(&path).unwrap();
+    let me = std::process::id();
+    let (_, earlier) = j.begin_run(me).unwrap();
+    assert_eq!(
+        earlier,
+        vec![EarlierRun {
+            pid: 100,
+            started_ms: 5,
+            identity: None
+        }]
+    );
+    drop(j);
+    let j = Journal::open(&path).unwrap();
+    let (_, earlier) = j.begin_run(me).unwrap();
+    let recorded = earlier.last().and_then(|r| r.identity.clone());
+    assert_eq!(recorded, ProcessIdentity::of(me));
+    assert!(recorded.is_some_and(|r| !r.boot_id.is_empty() && r.start_ticks > 0));
+}
+
+#[test]
 fn a_rejected_id_may_come_again_nothing_else_may() {
     let tmp = tempfile::tempdir().unwrap();
     let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
