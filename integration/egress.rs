@@ -1371,6 +1371,29 @@ fn public_refuses_names_that_resolve_to_internal_addresses() {
     end(net);
 }
 
+/// The LAN and the metadata address through the network's own NAT64 prefix, by name (the
+/// names resolve only into the prefix) and written out: each one refused under `public`.
+fn nat64_lan_attempts() -> Vec<(String, Expect)> {
+    vec![
+        ("http://nsp.upstream.net/".into(), Expect::Refused),
+        (
+            "http://nsp-meta.upstream.net/latest/meta-data/".into(),
+            Expect::Refused,
+        ),
+        (
+            format!("http://[{}]/", dns::nat64([10, 77, 0, 2])),
+            Expect::Refused,
+        ),
+        (
+            format!(
+                "http://[{}]/latest/meta-data/",
+                dns::nat64([169, 254, 169, 254])
+            ),
+            Expect::Refused,
+        ),
+    ]
+}
+
 /// Under `public`, on a network whose DNS64 uses a NAT64 prefix of its own (not the
 /// well-known 64:ff9b::/96): the runner finds the prefix as RFC 7050 says (`ipv4only.arpa`),
 /// and an address in it, by name or written out, is judged by the IPv4 address it carries:
@@ -1380,22 +1403,12 @@ fn public_refuses_names_that_resolve_to_internal_addresses() {
 fn public_refuses_the_lan_through_the_networks_own_nat64_prefix() {
     let _h = exclusive();
     let net = EgressNet::new("egress-nat64");
-    let lan = format!("http://[{}]/", dns::nat64([10, 77, 0, 2]));
-    let meta = format!(
-        "http://[{}]/latest/meta-data/",
-        dns::nat64([169, 254, 169, 254])
-    );
-    let list: Vec<(&str, Expect)> = vec![
-        ("http://nsp.upstream.net/", Expect::Refused),
+    let lan = nat64_lan_attempts();
+    let mut list: Vec<(&str, Expect)> = lan.iter().map(|(u, e)| (u.as_str(), *e)).collect();
+    list.extend([
         ("https://nsp.upstream.net/", Expect::TlsDenied),
-        (
-            "http://nsp-meta.upstream.net/latest/meta-data/",
-            Expect::Refused,
-        ),
-        (&lan, Expect::Refused),
-        (&meta, Expect::Refused),
         ("http://pub.upstream.net/control", Expect::Upstream),
-    ];
+    ]);
     let r = get_public(&net, "public through NAT64", &list);
     for (host, port) in [
         ("nsp.upstream.net", 80),
@@ -1443,22 +1456,12 @@ fn public_reaches_ipv4_only_when_the_nat64_prefix_is_unknown() {
     let _h = exclusive();
     let net = EgressNet::new("egress-nat64-unknown");
     net.dns.fail_discovery();
-    let lan = format!("http://[{}]/", dns::nat64([10, 77, 0, 2]));
-    let meta = format!(
-        "http://[{}]/latest/meta-data/",
-        dns::nat64([169, 254, 169, 254])
-    );
-    let list: Vec<(&str, Expect)> = vec![
-        ("http://nsp.upstream.net/", Expect::Refused),
-        (
-            "http://nsp-meta.upstream.net/latest/meta-data/",
-            Expect::Refused,
-        ),
-        (&lan, Expect::Refused),
-        (&meta, Expect::Refused),
+    let lan = nat64_lan_attempts();
+    let mut list: Vec<(&str, Expect)> = lan.iter().map(|(u, e)| (u.as_str(), *e)).collect();
+    list.extend([
         ("http://dual.upstream.net/dual", Expect::Upstream),
         ("http://pub.upstream.net/control", Expect::Upstream),
-    ];
+    ]);
     let r = get_public(&net, "public, NAT64 prefix unknown", &list);
     assert!(
         net.dns.discoveries() >= 1,

@@ -192,27 +192,12 @@ fn snapshot(pid: i32, uid: u64) -> Value {
         .lines()
         .map(|l| l.splitn(4, ' ').nth(3).unwrap_or("").to_string())
         .collect();
-    let status: Vec<String> = read("status")
-        .lines()
-        .filter(|l| {
-            [
-                "Uid:",
-                "Gid:",
-                "Groups:",
-                "CapInh:",
-                "CapPrm:",
-                "CapEff:",
-                "CapBnd:",
-                "CapAmb:",
-                "NoNewPrivs:",
-                "Seccomp:",
-                "Seccomp_filters:",
-            ]
-            .iter()
-            .any(|k| l.starts_with(k))
-        })
-        .map(named)
-        .collect();
+    let status: Vec<String> = status_lines(
+        &read("status"),
+        &["Uid:", "Gid:", "Groups:", "Seccomp:", "Seccomp_filters:"],
+    )
+    .map(named)
+    .collect();
     let mut nice = Vec::new();
     if let Ok(tasks) = std::fs::read_dir(proc_dir.join("task")) {
         for t in tasks.flatten() {
@@ -266,6 +251,21 @@ fn snapshot(pid: i32, uid: u64) -> Value {
     })
 }
 
+/// The lines of a `/proc/<pid>/status` text that start with one of `keys` or tell the
+/// process's privileges (its capability sets and no_new_privs), in the file's order.
+fn status_lines<'a>(text: &'a str, keys: &'a [&str]) -> impl Iterator<Item = &'a str> {
+    const PRIVILEGES: [&str; 6] = [
+        "CapInh:",
+        "CapPrm:",
+        "CapEff:",
+        "CapBnd:",
+        "CapAmb:",
+        "NoNewPrivs:",
+    ];
+    text.lines()
+        .filter(move |l| keys.iter().chain(&PRIVILEGES).any(|k| l.starts_with(k)))
+}
+
 /// The host pid and uid of the job's Node (its pid 2) in the job cgroup named `cgroup`,
 /// once its files are laid (its `/runtime/main` exists) and it had a moment to read its
 /// input; waits at most 20 s, or until `ended` (the job's run) says the job is over.
@@ -292,8 +292,8 @@ fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
     panic!("no Node of the job in cgroup {cgroup} within 20 s");
 }
 
-/// What the job's pid 1 (Node's parent) holds while the tool runs: its capabilities,
-/// no_new_privs and whether it may be dumped (ptraced), as the host sees them.
+/// What the job's pid 1 (Node's parent) holds while the tool runs: its capabilities and
+/// no_new_privs, as the host sees them.
 fn pid_one_privileges(node: i32) -> Value {
     let status =
         |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -304,21 +304,7 @@ fn pid_one_privileges(node: i32) -> Value {
     else {
         return json!("no parent");
     };
-    let lines: Vec<String> = status(pid_one)
-        .lines()
-        .filter(|l| {
-            [
-                "CapInh:",
-                "CapPrm:",
-                "CapEff:",
-                "CapBnd:",
-                "CapAmb:",
-                "NoNewPrivs:",
-                "NSpid:",
-            ]
-            .iter()
-            .any(|k| l.starts_with(k))
-        })
+    let lines: Vec<String> = status_lines(&status(pid_one), &["NSpid:"])
         .map(|l| {
             // The host's pid differs from job to job: the job's own (1) tells enough.
             match l.strip_prefix("NSpid:") {
@@ -327,7 +313,6 @@ fn pid_one_privileges(node: i32) -> Value {
             }
         })
         .collect();
-    // Not dumpable: /proc/<pid>/environ and mem are root's and closed to ptrace.
     json!(lines)
 }
 
