@@ -149,15 +149,33 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D
         return Ok(None);
     };
     let text = raw.get();
-    // A JSON value that starts with a digit is a number, and a valid number fails to read
-    // as a double only when it is past a double's range: above every cap.
-    if text.starts_with(|c: char| c.is_ascii_digit()) && serde_json::from_str::<f64>(text).is_err()
-    {
-        return Ok(Some(u64::MAX));
+    let in_range = serde_json::from_str::<f64>(text).is_ok();
+    match text.chars().next() {
+        // A JSON value that starts with a digit is a number, and a valid number fails to
+        // read as a double only when it is past a double's range: above every cap.
+        Some(c) if c.is_ascii_digit() && !in_range => return Ok(Some(u64::MAX)),
+        Some('-') if !in_range => {
+            return Err(D::Error::invalid_value(
+                serde::de::Unexpected::Other("a number below a double's range"),
+                &"a whole number of at least 0",
+            ))
+        }
+        _ => {}
     }
-    // Read as a value (no position of its own in a message), then by the visitor.
-    let value: serde_json::Value = serde_json::from_str(text).map_err(D::Error::custom)?;
-    serde::Deserializer::deserialize_any(value, WholeNumber).map_err(D::Error::custom)
+    // A number, read as one (nothing else is built: an array or an object is refused at
+    // its first byte), then by the visitor; its errors carry no position of their own.
+    let number: serde_json::Number = serde_json::from_str(text).map_err(|_| {
+        let unexpected = match text.chars().next() {
+            Some('"') => serde::de::Unexpected::Other("a string"),
+            Some('[') => serde::de::Unexpected::Seq,
+            Some('{') => serde::de::Unexpected::Map,
+            Some('t') => serde::de::Unexpected::Bool(true),
+            Some('f') => serde::de::Unexpected::Bool(false),
+            _ => serde::de::Unexpected::Other("not a number"),
+        };
+        D::Error::invalid_type(unexpected, &"a whole number")
+    })?;
+    serde::Deserializer::deserialize_any(number, WholeNumber).map_err(D::Error::custom)
 }
 
 struct WholeNumber;

@@ -1368,15 +1368,20 @@ fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
         r#"{"wall_ms":true}"#,
         r#"{"wall_ms":-1e400}"#,
         r#"{"wall_ms":[1]}"#,
+        r#"{"wall_ms":{"a":1}}"#,
+        r#"{"mem_bytes":-0.5}"#,
     ] {
         let r = door(limits).expect_err(limits);
         assert_eq!(r.rejection.reason, Reason::InvalidJob, "{limits}: {r:?}");
-        // One position, the document's.
-        assert_eq!(
-            r.rejection.message.matches(" at line ").count(),
-            1,
-            "{limits}: {r:?}"
-        );
+        // One position, the document's (the limit's value is past its 20th column).
+        let m = &r.rejection.message;
+        assert_eq!(m.matches(" at line ").count(), 1, "{limits}: {r:?}");
+        let column: usize = m
+            .rsplit("column ")
+            .next()
+            .and_then(|c| c.trim().parse().ok())
+            .unwrap_or(0);
+        assert!(column > 20, "{limits}: {m}");
     }
     // ttl_ms is read the same way.
     let ttl = |t: &str| {
