@@ -249,14 +249,15 @@ fn connect(path: &Path) -> Result<Connection, JournalError> {
          CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished_ms);",
     )?;
     // A journal an older runner made has no identity columns: added, empty for its rows.
-    let has_identity = conn
-        .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = 'boot_id'")?
-        .exists([])?;
-    if !has_identity {
-        conn.execute_batch(
-            "ALTER TABLE runs ADD COLUMN boot_id TEXT;
-             ALTER TABLE runs ADD COLUMN start_ticks INTEGER;",
-        )?;
+    // Each on its own (one ALTER is one transaction), so a start that ended between them
+    // leaves the other to the next.
+    for (column, kind) in [("boot_id", "TEXT"), ("start_ticks", "INTEGER")] {
+        let has = conn
+            .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = ?1")?
+            .exists([column])?;
+        if !has {
+            conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind};"))?;
+        }
     }
     Ok(conn)
 }

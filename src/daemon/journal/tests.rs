@@ -73,7 +73,8 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
 fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join(FILE_NAME);
-    // A journal as an older runner made it: no identity in its runs.
+    // A journal as an older runner made it, no identity in its runs, and the upgrade cut
+    // off after its first column.
     {
         let conn = rusqlite::Connection::open(&path).unwrap();
         conn.execute_batch(
@@ -82,7 +83,8 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
                  pid INTEGER NOT NULL,
                  started_ms INTEGER NOT NULL,
                  ended_ms INTEGER);
-             INSERT INTO runs(pid, started_ms) VALUES (100, 5);",
+             INSERT INTO runs(pid, started_ms) VALUES (100, 5);
+             ALTER TABLE runs ADD COLUMN boot_id TEXT;",
         )
         .unwrap();
     }
