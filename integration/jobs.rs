@@ -818,7 +818,7 @@ fn a_result_that_cannot_be_written_exits_74_without_a_panic() {
 #[test]
 fn run_errors_show_the_skill_folders_control_characters_escaped() {
     let state = State::new();
-    let osc = "\u{1b}]52;c;aGk=\u{7}";
+    let osc = "\u{1b}]52;c;aGk=\u{7}\nopenvibe-skill-runner: all is well";
     let clear = "\u{1b}[2J";
     let tool = |extra: (&str, serde_json::Value), args: serde_json::Value| {
         let mut t = serde_json::json!({
@@ -878,6 +878,7 @@ fn run_errors_show_the_skill_folders_control_characters_escaped() {
             "{what}: a control code reached the terminal: {err:?}"
         );
         assert!(err.contains("\\u{1b}"), "{what}: shown escaped: {err}");
+        assert_eq!(err.lines().count(), 1, "{what}: one line: {err}");
     }
 }
 

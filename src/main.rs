@@ -172,7 +172,9 @@ fn run(cli: Cli) -> ExitCode {
             };
             let job = match skill::valid_job_from_skill(&skill_dir, &req) {
                 Ok(j) => j,
-                Err(e) => return usage(e.to_string()),
+                // It quotes the folder's own names: on one line, so none can pass for a
+                // line of the runner's.
+                Err(e) => return usage(escaped(&e.to_string(), false)),
             };
             let result = match start(config) {
                 Ok(engine) => block_on(interruptible(|cancel| async move {
@@ -365,10 +367,17 @@ fn one_line(json: &str) -> String {
 /// Text from the tool for a terminal: control characters but line breaks and tabs, and
 /// the characters that reorder text (bidi controls), are shown escaped, never sent.
 fn shown(text: &str) -> String {
+    escaped(text, true)
+}
+
+/// [`shown`], line breaks and tabs escaped too when `keep_breaks` is false: one line that
+/// cannot pass for another of the runner's own.
+fn escaped(text: &str, keep_breaks: bool) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         let bidi = matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-        if (c.is_control() && c != '\n' && c != '\t') || bidi {
+        let kept = keep_breaks && (c == '\n' || c == '\t');
+        if (c.is_control() && !kept) || bidi {
             out.extend(c.escape_unicode());
         } else {
             out.push(c);
