@@ -68,7 +68,7 @@ impl WarmSandbox {
         self.shape
     }
 
-    /// How long it has waited since it was ready.
+    /// How long it has waited since it was made.
     pub fn age(&self) -> Duration {
         self.born.elapsed()
     }
@@ -284,11 +284,9 @@ impl Engine {
         };
         // One start at a time really is one: the pool's next begins once this one waits.
         match sandbox.started.ready().await {
-            Ok(()) => {
-                // Its age counts from here: a slow warm-up does not make it stale at once.
-                sandbox.born = Instant::now();
-                Ok(sandbox)
-            }
+            // Its age counts from its start, as the job's own clocks in it do (its time
+            // namespace began then): `max_age_ms` bounds what they can tell.
+            Ok(()) => Ok(sandbox),
             Err(e) => {
                 let reports = sandbox.started.setup_failure();
                 sandbox.discard().await;
