@@ -75,10 +75,7 @@ pub(super) fn alive(pid: u32) -> bool {
 /// When the process `pid` started, on the wall clock (ms); none when it is gone or its
 /// `/proc` entry cannot be read.
 fn started_ms(pid: u32) -> Option<i64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After the command name, which may hold spaces and parentheses: field 3 onwards.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let start_ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let start_ticks = ProcessIdentity::of(pid)?.start_ticks;
     // SAFETY: sysconf reads a constant of the system.
     let ticks_per_s = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
         .ok()

@@ -52,18 +52,18 @@ async fn upstream() -> (SocketAddr, Arc<AtomicUsize>) {
     (addr, served)
 }
 
-/// One proxied connection's parts before [`serve`]: the tool's end, the proxy's end of it,
-/// the proxy's connection to the upstream, and the job's record of it.
+/// One connection the proxy serves: the tool's end of it, the job's record and judge, and
+/// the task running [`serve`].
 struct Proxied {
     recorder: Arc<Recorder>,
-    flow: Arc<crate::egress::record::Flow>,
     judge: Arc<TestJudge>,
     tool: TcpStream,
-    client: TcpStream,
-    upstream: TcpStream,
+    serving: tokio::task::JoinHandle<Result<(), hyper::Error>>,
 }
 
-async fn proxied(upstream_addr: SocketAddr) -> Proxied {
+/// Connects a tool to the proxy's [`serve`] for a `public` job's flow to `example.com:80`
+/// at `upstream_addr`, `first` being the head the proxy already read (and judged).
+async fn proxied(upstream_addr: SocketAddr, first: &[u8], activity: Arc<Activity>) -> Proxied {
     let recorder = Recorder::new(Budgets::default());
     let flow = Arc::new(recorder.open("example.com", 80).expect("flow"));
     let judge = Arc::new(TestJudge {
@@ -76,13 +76,22 @@ async fn proxied(upstream_addr: SocketAddr) -> Proxied {
         .expect("connect");
     let (client, _) = listener.accept().await.expect("accept");
     let upstream = TcpStream::connect(upstream_addr).await.expect("upstream");
+    let serving = tokio::spawn(serve(
+        judge.clone(),
+        Net::Public,
+        "198.18.0.3:80".parse().expect("dest"),
+        "example.com".into(),
+        client,
+        first.to_vec(),
+        upstream,
+        flow,
+        activity,
+    ));
     Proxied {
         recorder,
-        flow,
         judge,
         tool,
-        client,
-        upstream,
+        serving,
     }
 }
 
@@ -123,25 +132,15 @@ async fn a_later_head_hyper_refuses_is_recorded_as_refused() {
         let (upstream_addr, served) = upstream().await;
         let Proxied {
             recorder,
-            flow,
             judge,
             mut tool,
-            client,
-            upstream,
-        } = proxied(upstream_addr).await;
-        // The first head was read (and judged) by the proxy before serving.
-        let first = b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n".to_vec();
-        let serving = tokio::spawn(serve(
-            judge.clone(),
-            Net::Public,
-            "198.18.0.3:80".parse().expect("dest"),
-            "example.com".into(),
-            client,
-            first,
-            upstream,
-            flow,
+            serving,
+        } = proxied(
+            upstream_addr,
+            b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
             Activity::new(),
-        ));
+        )
+        .await;
         let answer = read_response(&mut tool).await;
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer:?}");
         tool.write_all(format!("POST / HTTP/1.1\r\nHost: example.com\r\n{bad}\r\nx").as_bytes())
@@ -203,29 +202,15 @@ async fn an_upgraded_connection_is_busy_while_its_tunnel_lives() {
         let (mut r, mut w) = socket.split();
         let _ = tokio::io::copy(&mut r, &mut w).await;
     });
-    let Proxied {
-        flow,
-        judge,
-        mut tool,
-        client,
-        upstream,
-        ..
-    } = proxied(upstream_addr).await;
     let activity = Activity::new();
-    let first =
-        b"GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n"
-            .to_vec();
-    let serving = tokio::spawn(serve(
-        judge,
-        Net::Public,
-        "198.18.0.3:80".parse().expect("dest"),
-        "example.com".into(),
-        client,
-        first,
-        upstream,
-        flow,
+    let Proxied {
+        mut tool, serving, ..
+    } = proxied(
+        upstream_addr,
+        b"GET /ws HTTP/1.1\r\nHost: example.com\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
         activity.clone(),
-    ));
+    )
+    .await;
     let mut got = Vec::new();
     let mut buf = [0u8; 1024];
     while !got.ends_with(b"\r\n\r\n") {
