@@ -7,6 +7,7 @@
 //! policy's own embedded forms are.
 
 use super::policy::EmbeddedIpv4;
+use crate::job::Net;
 use hickory_proto::rr::RData;
 use hickory_resolver::TokioResolver;
 use ipnet::Ipv6Net;
@@ -81,33 +82,52 @@ impl Nat64 {
     }
 }
 
+/// What the lookup of [`DISCOVERY_NAME`] came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Its AAAA answers.
+    Answered(Vec<Ipv6Addr>),
+    /// A definite "no such record" (NXDOMAIN, or NOERROR without AAAA): no DNS64.
+    NoRecord,
+    /// Anything else (SERVFAIL, REFUSED, no answer within [`DISCOVERY_TIME`]), and why.
+    Failed(String),
+}
+
+/// Whether a job on `net` asks for the prefixes: only a `public` job may reach addresses
+/// outside the allow list's names, which are what the prefixes judge.
+pub fn asks(net: Net) -> bool {
+    net == Net::Public
+}
+
+impl Nat64 {
+    /// What a job learned from `lookup`: an answer or a definite "no such record" is
+    /// known, anything else leaves the prefixes unknown (and the job on IPv4).
+    pub fn learned(lookup: &Lookup) -> Nat64 {
+        match lookup {
+            Lookup::Answered(answers) => Nat64::Known(prefixes_of(answers)),
+            Lookup::NoRecord => Nat64::Known(Vec::new()),
+            Lookup::Failed(_) => Nat64::Unknown,
+        }
+    }
+}
+
 /// Asks `resolver` (the runner's own, which the job's lookups go to) for the AAAA of
-/// [`DISCOVERY_NAME`], within [`DISCOVERY_TIME`]. An answer, or a definite "no such
-/// record" (NXDOMAIN, or NOERROR without AAAA: the network has no DNS64), is
-/// [`Nat64::Known`]; anything else (SERVFAIL, REFUSED, no answer in time) is
-/// [`Nat64::Unknown`].
-pub async fn discover(resolver: &TokioResolver, job_id: &str) -> Nat64 {
+/// [`DISCOVERY_NAME`], within [`DISCOVERY_TIME`].
+pub async fn discover(resolver: &TokioResolver) -> Lookup {
     match tokio::time::timeout(DISCOVERY_TIME, resolver.ipv6_lookup(DISCOVERY_NAME)).await {
-        Ok(Ok(lookup)) => {
-            let answers: Vec<Ipv6Addr> = lookup
+        Ok(Ok(lookup)) => Lookup::Answered(
+            lookup
                 .answers()
                 .iter()
                 .filter_map(|r| match &r.data {
                     RData::AAAA(a) => Some(a.0),
                     _ => None,
                 })
-                .collect();
-            Nat64::Known(prefixes_of(&answers))
-        }
-        Ok(Err(e)) if e.is_nx_domain() || e.is_no_records_found() => Nat64::Known(Vec::new()),
-        Ok(Err(e)) => {
-            tracing::info!(job_id = %job_id, error = %e, "egress: the NAT64 prefix lookup ({DISCOVERY_NAME}) failed; this job reaches IPv4 only");
-            Nat64::Unknown
-        }
-        Err(_) => {
-            tracing::info!(job_id = %job_id, "egress: the NAT64 prefix lookup ({DISCOVERY_NAME}) timed out; this job reaches IPv4 only");
-            Nat64::Unknown
-        }
+                .collect(),
+        ),
+        Ok(Err(e)) if e.is_nx_domain() || e.is_no_records_found() => Lookup::NoRecord,
+        Ok(Err(e)) => Lookup::Failed(e.to_string()),
+        Err(_) => Lookup::Failed(format!("no answer within {DISCOVERY_TIME:?}")),
     }
 }
 
@@ -180,5 +200,31 @@ mod tests {
         // Both well-known addresses in one prefix: one form.
         let both = prefixes_of(&[v6("2a0d:64::c000:aa"), v6("2a0d:64::c000:ab")]);
         assert_eq!(both.len(), 1, "{both:?}");
+    }
+
+    #[test]
+    fn only_a_public_job_asks_and_only_a_failed_lookup_leaves_the_prefixes_unknown() {
+        assert!(asks(Net::Public));
+        assert!(!asks(Net::Deny));
+        assert!(!asks(Net::OpenvibeOnly));
+        let answered = Nat64::learned(&Lookup::Answered(vec![v6("64:ff9b::c000:aa")]));
+        assert_eq!(
+            answered
+                .prefixes()
+                .iter()
+                .map(|e| e.prefix.to_string())
+                .collect::<Vec<_>>(),
+            ["64:ff9b::/96"]
+        );
+        assert_eq!(Nat64::learned(&Lookup::NoRecord), Nat64::Known(Vec::new()));
+        assert_eq!(
+            Nat64::learned(&Lookup::Answered(Vec::new())),
+            Nat64::Known(Vec::new()),
+            "NOERROR with no address in it is no DNS64"
+        );
+        assert_eq!(
+            Nat64::learned(&Lookup::Failed("SERVFAIL".into())),
+            Nat64::Unknown
+        );
     }
 }

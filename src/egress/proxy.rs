@@ -53,7 +53,7 @@ use tokio_util::task::TaskTracker;
 use super::decide::Context;
 use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::http::{self, Activity, Judge, Refused};
-use super::nat64::Nat64;
+use super::nat64::{Lookup, Nat64, DISCOVERY_NAME};
 use super::policy::EgressPolicy;
 use super::record::{LookupOutcome, Recorder};
 use super::resolver::{Built, Upstream, HOST_RESOLV_CONF};
@@ -168,9 +168,14 @@ impl Egress {
         let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
         let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
         // Only a `public` job may reach addresses outside the allow list's names.
-        let nat64 = match net {
-            Net::Public => super::nat64::discover(&resolver, job_id).await,
-            _ => Nat64::Known(Vec::new()),
+        let nat64 = if super::nat64::asks(net) {
+            let lookup = super::nat64::discover(&resolver).await;
+            if let Lookup::Failed(why) = &lookup {
+                tracing::info!(job_id = %job_id, error = %why, "egress: the NAT64 prefix lookup ({DISCOVERY_NAME}) failed; this job reaches IPv4 only");
+            }
+            Nat64::learned(&lookup)
+        } else {
+            Nat64::Known(Vec::new())
         };
         // A few milliseconds of netlink on a thread of its own: not on the runtime's workers.
         let ns = tokio::task::spawn_blocking(netns::create)
