@@ -292,8 +292,68 @@ fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
     panic!("no Node of the job in cgroup {cgroup} within 20 s");
 }
 
+/// Whether a process of the host's uid 0 holding no capability reads `/proc/<pid>/environ`.
+/// For a target of the same uids with no capability either (pid 1 once it dropped them),
+/// the kernel then refuses only a target that is not dumpable.
+fn environ_read_without_capabilities(pid: i32) -> String {
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--bounding-set",
+            "-all",
+            "--inh-caps",
+            "-all",
+            "--ambient-caps",
+            "-all",
+        ])
+        .args(["head", "-c", "1"])
+        .arg(format!("/proc/{pid}/environ"))
+        .output()
+        .expect("setpriv (util-linux) runs");
+    if out.status.success() {
+        "environ read by uid 0 without capabilities: yes".into()
+    } else {
+        eprintln!(
+            "pid {pid}'s environ, read without capabilities: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        "environ read by uid 0 without capabilities: no".into()
+    }
+}
+
+/// The reader of [`environ_read_without_capabilities`] reads a dumpable process of the
+/// host's uid 0 without capabilities: its "no" for pid 1 is pid 1's being not dumpable.
+fn environ_reader_reads_a_dumpable_process() {
+    let mut control = std::process::Command::new("setpriv")
+        .args([
+            "--bounding-set",
+            "-all",
+            "--inh-caps",
+            "-all",
+            "--ambient-caps",
+            "-all",
+        ])
+        .args(["sleep", "30"])
+        .spawn()
+        .expect("setpriv (util-linux) runs");
+    let pid = i32::try_from(control.id()).expect("a pid");
+    // Until setpriv has dropped its capabilities and become `sleep`.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default() != "sleep\n"
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let read = environ_read_without_capabilities(pid);
+    let _ = control.kill();
+    let _ = control.wait();
+    assert_eq!(
+        read, "environ read by uid 0 without capabilities: yes",
+        "the control: a dumpable process without capabilities"
+    );
+}
+
 /// What the job's pid 1 (Node's parent) holds while the tool runs: its capabilities and
-/// no_new_privs, as the host sees them.
+/// no_new_privs, as the host sees them, and whether it is dumpable.
 fn pid_one_privileges(node: i32) -> Value {
     let status =
         |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -304,7 +364,7 @@ fn pid_one_privileges(node: i32) -> Value {
     else {
         return json!("no parent");
     };
-    let lines: Vec<String> = status_lines(&status(pid_one), &["NSpid:"])
+    let mut lines: Vec<String> = status_lines(&status(pid_one), &["NSpid:"])
         .map(|l| {
             // The host's pid differs from job to job: the job's own (1) tells enough.
             match l.strip_prefix("NSpid:") {
@@ -313,6 +373,7 @@ fn pid_one_privileges(node: i32) -> Value {
             }
         })
         .collect();
+    lines.push(environ_read_without_capabilities(pid_one));
     json!(lines)
 }
 
@@ -432,9 +493,11 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
             format!("CapBnd: {none}"),
             format!("CapAmb: {none}"),
             "NoNewPrivs: 1",
+            "environ read by uid 0 without capabilities: no",
         ]),
         "{cold_host}"
     );
+    environ_reader_reads_a_dumpable_process();
     assert!(
         hot_host["tree"]
             .as_array()
