@@ -649,6 +649,60 @@ fn the_daemon_runs_jobs_over_its_socket() {
     }
     assert_status(&d.post_wait(&job("dtest-run-off", ONE, 5000)), "ok", None);
 
+    // A problem elsewhere in the file (a misspelt table, which the daemon refuses and keeps
+    // its previous configuration for) never blocks off: `skills off` removes the artifact
+    // and warns, and the daemon turns off, keeping the rest of what it runs.
+    let good = std::fs::read_to_string(d.config()).expect("config");
+    let refused = |log: String| log.matches("configuration not reloaded").count();
+    let before = refused(d.log());
+    std::fs::write(d.config(), format!("{good}\n[runer]\nmax_jobs = 2\n")).expect("config");
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    let started = Instant::now();
+    while refused(d.log()) == before {
+        assert!(started.elapsed() < Duration::from_secs(5), "never re-read");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(
+        d.info()["skills"],
+        "on",
+        "a refused file keeps the previous configuration"
+    );
+    let out = Command::new(BIN)
+        .args(["skills", "off", "--config"])
+        .arg(d.config())
+        .output()
+        .expect("skills off");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).trim()
+        ),
+        (Some(0), "off"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("warning") && stderr.contains("runer"),
+        "{stderr}"
+    );
+    let started = Instant::now();
+    while d.info()["skills"] != "off" {
+        assert!(started.elapsed() < Duration::from_secs(5), "still on");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_status(
+        &d.post_wait(&job("dtest-run-off-bad", ONE, 5000)),
+        "rejected",
+        Some("runner_off"),
+    );
+    std::fs::write(d.config(), &good).expect("config");
+    d.signal(nix::sys::signal::Signal::SIGHUP);
+    let started = Instant::now();
+    while d.info()["skills"] != "on" {
+        assert!(started.elapsed() < Duration::from_secs(5), "still off");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
     // The job's slot is free once its sandbox is removed, just after its answer.
     let started = Instant::now();
     let metrics = loop {

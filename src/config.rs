@@ -571,6 +571,24 @@ impl Config {
         }
     }
 
+    /// Whether `text` lists the runner's artifact in `worker.functions`, read from that key
+    /// alone: a file with a problem elsewhere still tells that it turns the runner off.
+    /// None when it cannot tell (not TOML, or `worker.functions` not an array of strings).
+    pub fn lists_artifact(text: &str) -> Option<bool> {
+        let doc: toml::Table = toml::from_str(text).ok()?;
+        let Some(worker) = doc.get("worker") else {
+            return Some(false);
+        };
+        let Some(functions) = worker.as_table()?.get("functions") else {
+            return Some(false);
+        };
+        let mut listed = false;
+        for f in functions.as_array()? {
+            listed |= f.as_str()? == crate::job::ARTIFACT;
+        }
+        Some(listed)
+    }
+
     pub fn skills_on(&self) -> bool {
         self.worker
             .functions
@@ -582,6 +600,30 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn whether_a_file_lists_the_artifact_is_read_from_worker_functions_alone() {
+        let a = crate::job::ARTIFACT;
+        for (text, listed) in [
+            (String::new(), Some(false)),
+            ("[runner]\nmax_job = 2\n".into(), Some(false)),
+            ("[worker]\n".into(), Some(false)),
+            (
+                format!("[worker]\nfunctions = [\"{a}\"]\n[runner]\nmax_job = 2\n"),
+                Some(true),
+            ),
+            (
+                "[worker]\nfunctions = [\"other@1\"]\nx = 1\n".into(),
+                Some(false),
+            ),
+            (format!("[worker]\nfunctions = [\"{a}\", 1]\n"), None),
+            ("[worker]\nfunctions = \"x\"\n".into(), None),
+            ("worker = 3\n".into(), None),
+            ("[worker\n".into(), None),
+        ] {
+            assert_eq!(Config::lists_artifact(&text), listed, "{text}");
+        }
+    }
 
     #[test]
     fn limits_that_fail_every_job_or_request_are_refused_with_their_key() {

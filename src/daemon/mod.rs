@@ -366,6 +366,18 @@ impl Watch {
     }
 }
 
+/// The running configuration `current` turned off, when the file at `path` (which is not a
+/// usable configuration) is TOML that does not list the runner's artifact.
+fn turned_off(path: &Path, current: &Config) -> Option<Config> {
+    let text = crate::config::read_text(path).ok()?;
+    if Config::lists_artifact(&text)? {
+        return None;
+    }
+    let mut off = current.clone();
+    off.worker.functions.retain(|f| f != crate::job::ARTIFACT);
+    Some(off)
+}
+
 /// Re-reads the configuration on SIGHUP and when the file changes (polled every second).
 async fn reload_loop(
     mut hup: tokio::signal::unix::Signal,
@@ -376,6 +388,7 @@ async fn reload_loop(
     jobs: Arc<Jobs>,
 ) {
     let mut watch = Watch::new(loaded);
+    let mut current = started.clone();
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     loop {
         let forced = tokio::select! {
@@ -385,14 +398,25 @@ async fn reload_loop(
         if !watch.read_now(file_stamp(&path), forced) {
             continue;
         }
-        let mut config = match load_config(&path) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!(error = %e, "configuration not reloaded; the previous one stays");
-                continue;
+        let config = match load_config(&path) {
+            Ok(mut c) => {
+                apply_overrides(&mut c, &args);
+                c
             }
+            Err(e) => match turned_off(&path, &current) {
+                // When in doubt, off: a file that no longer lists the artifact turns the
+                // runner off whatever else is wrong with it, never leaves it on.
+                Some(off) => {
+                    tracing::error!(error = %e, "configuration not reloaded, but it lists no {} in worker.functions: skills off; the rest of the previous configuration stays", crate::job::ARTIFACT);
+                    off
+                }
+                None => {
+                    tracing::error!(error = %e, "configuration not reloaded; the previous one stays");
+                    continue;
+                }
+            },
         };
-        apply_overrides(&mut config, &args);
+        current = config.clone();
         let new = Settings::from_config(&config);
         let old = jobs.settings();
         *jobs.settings.write().unwrap_or_else(|p| p.into_inner()) = new.clone();

@@ -41,10 +41,13 @@ pub enum SkillsError {
     Invalid { path: String, err: String },
 }
 
-/// Whether the configuration file turns the runner on; a missing file is off.
+/// Whether the configuration file turns the runner on; a missing file is off, and so is
+/// one that does not list the artifact, whatever else is wrong with it (the daemon then
+/// turns off too).
 pub fn status(path: &Path) -> Result<bool, SkillsError> {
     match read(path)? {
         None => Ok(false),
+        Some(text) if Config::lists_artifact(&text) == Some(false) => Ok(false),
         Some(text) => {
             Config::usable(&text)
                 .map(|c| c.skills_on())
@@ -74,7 +77,10 @@ pub fn set(path: &Path, on: bool) -> Result<bool, SkillsError> {
             what,
         },
     })?;
-    if let Err(err) = Config::usable(&new) {
+    // Off must always be possible: a file that no longer lists the artifact turns the
+    // daemon off even with a problem elsewhere (which `cli` reports). On needs it whole.
+    let problem = Config::usable(&new).err();
+    if let Some(err) = problem.filter(|_| on || Config::lists_artifact(&new) != Some(false)) {
         return Err(SkillsError::Invalid {
             path: path.display().to_string(),
             err,
@@ -214,6 +220,14 @@ pub fn cli(config: Option<&Path>, action: Action) -> std::process::ExitCode {
         Action::On => set(path, true).map(|_| true),
         Action::Off => set(path, false).map(|_| false),
     };
+    if let (Ok(false), Ok(Some(text))) = (&r, read(path)) {
+        if let Err(problem) = Config::usable(&text) {
+            eprintln!(
+                "openvibe-skill-runner: warning: {}: {problem}; the runner is off, fix the file before `skills on`",
+                path.display()
+            );
+        }
+    }
     match r {
         Ok(on) => crate::cli::write_stdout(if on { "on\n" } else { "off\n" }),
         Err(e) => {
@@ -377,7 +391,13 @@ mod tests {
         let e = set(&path, true).expect_err("refused");
         assert!(e.to_string().contains("sandbox_uid_count is 0"), "{e}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), text, "left alone");
-        let e = status(&path).expect_err("no status from an unusable file");
+        assert!(
+            !status(&path).expect("a file that lists no artifact is off, whatever else"),
+            "off"
+        );
+        let listed = format!("[worker]\nfunctions = [\"{ARTIFACT}\"]\n{text}");
+        std::fs::write(&path, &listed).unwrap();
+        let e = status(&path).expect_err("no status from an unusable file that lists it");
         assert!(e.to_string().contains("fix the file first"), "{e}");
     }
 
@@ -429,5 +449,29 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o640);
         assert!(status(&path).unwrap());
+    }
+
+    /// Off is always possible: a file with a problem elsewhere (a misspelt key) loses the
+    /// artifact and reads off; on stays refused until the file is mended.
+    #[test]
+    fn off_works_on_a_file_with_a_problem_elsewhere_and_on_does_not() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        let bad =
+            format!("[worker]\nfunctions = [\"{ARTIFACT}\", \"other@1\"]\n[runner]\npid_max = 3\n");
+        std::fs::write(&path, &bad).unwrap();
+        assert!(
+            matches!(status(&path), Err(SkillsError::Invalid { .. })),
+            "listed, but not a usable file: cannot tell"
+        );
+        assert!(set(&path, false).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "[worker]\nfunctions = [ \"other@1\"]\n[runner]\npid_max = 3\n"
+        );
+        assert!(!status(&path).unwrap());
+        assert!(!set(&path, false).unwrap(), "off again changes nothing");
+        assert!(matches!(set(&path, true), Err(SkillsError::Invalid { .. })));
+        assert!(!status(&path).unwrap());
     }
 }
