@@ -37,6 +37,11 @@ pub const MAX_JOB_TEXT_BYTES: usize = 8 * 1024 * 1024;
 pub const INPUT_JSON_MAX_CAP: usize = 4 * 1024 * 1024;
 pub const MAX_INPUTS: usize = 64;
 pub const MAX_INPUTS_TOTAL_BYTES: usize = 1024 * 1024;
+
+/// The refusal of a job with `n` inputs, past [`MAX_INPUTS`].
+pub(crate) fn too_many_inputs(n: usize) -> Rejection {
+    Rejection::invalid(format!("{n} inputs; at most {MAX_INPUTS} are allowed"))
+}
 pub const MAX_JS_BYTES: usize = 64 * 1024;
 pub const MAX_NAME_COMPONENTS: usize = 8;
 pub const MAX_COMPONENT_LEN: usize = 64;
@@ -481,10 +486,7 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
         ));
     }
     if job.inputs.len() > MAX_INPUTS {
-        return Err(Rejection::invalid(format!(
-            "{} inputs; at most {MAX_INPUTS} are allowed",
-            job.inputs.len()
-        )));
+        return Err(too_many_inputs(job.inputs.len()));
     }
 
     let mut seen_folded: HashSet<String> = HashSet::new();

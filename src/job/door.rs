@@ -241,6 +241,11 @@ fn check_shapes(fields: &Fields) -> Result<(), Rejection> {
     if let Some(inputs) = fields.inputs {
         let items = serde_json::from_str::<Vec<&RawValue>>(inputs.get())
             .map_err(|_| Rejection::invalid("inputs must be a JSON array"))?;
+        // Counted before the typed parse builds them: a request's 8 MiB of empty inputs
+        // would otherwise become hundreds of thousands of them in memory first.
+        if items.len() > crate::job::MAX_INPUTS {
+            return Err(crate::job::too_many_inputs(items.len()));
+        }
         if !items.iter().all(|i| i.get().starts_with('{')) {
             return Err(Rejection::invalid("every input must be a JSON object"));
         }

@@ -225,3 +225,28 @@ fn a_value_takes_the_same_door() {
             .map(|r| r.rejection)
     );
 }
+
+/// Inputs past the cap are refused by their count before the typed parse builds any of
+/// them: a later item that would fail that parse is never reached.
+#[test]
+fn inputs_past_the_cap_are_counted_before_any_is_built() {
+    let mut many = job();
+    let item = many["inputs"][0].clone();
+    let mut items = vec![item; crate::job::MAX_INPUTS];
+    items.push(json!({ "name": 7, "sha256": [] }));
+    many["inputs"] = json!(items);
+    let r = refused(&text(&many));
+    assert_eq!(r.rejection.reason, Reason::InvalidJob);
+    assert_eq!(
+        r.rejection.message,
+        format!("65 inputs; at most {} are allowed", crate::job::MAX_INPUTS)
+    );
+    // At the cap, the bad item is what is refused.
+    many["inputs"].as_array_mut().expect("inputs").remove(0);
+    let r = refused(&text(&many));
+    assert!(
+        !r.rejection.message.contains("at most"),
+        "{}",
+        r.rejection.message
+    );
+}
