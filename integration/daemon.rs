@@ -819,6 +819,19 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
     assert_error(code, &v, 400, "bad_json");
     let (code, v) = d.call("POST", "/v1/jobs?wait=maybe", Some(b"{}"));
     assert_error(code, &v, 400, "bad_request");
+    // Only a submission takes a query: a status asked to wait is not answered at once as
+    // if it had waited.
+    for (method, path) in [
+        ("GET", "/v1/jobs/dtest-garbage-q?wait=1"),
+        ("GET", "/v1/info?x=1"),
+        ("DELETE", "/v1/jobs/dtest-garbage-q?wait=1"),
+        ("GET", "/metrics?name=x"),
+    ] {
+        let (code, v) = d.call(method, path, None);
+        assert_error(code, &v, 400, "bad_request");
+    }
+    let (code, v) = d.call("GET", "/v1/info?", None);
+    assert_eq!(code, 200, "an empty query is none: {v}");
     let (code, v) = d.call("PUT", "/v1/jobs", Some(b"{}"));
     assert_error(code, &v, 405, "method_not_allowed");
     let (code, v) = d.call("GET", "/v1/jobs", None);

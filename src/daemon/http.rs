@@ -105,6 +105,16 @@ fn wants_wait(query: Option<&str>) -> Result<bool, String> {
     Ok(wait)
 }
 
+/// Requests other than `POST /v1/jobs` take no query (an empty one is none).
+fn takes_no_query(query: Option<&str>) -> Result<(), String> {
+    match query {
+        Some(q) if q.split('&').any(|p| !p.is_empty()) => {
+            Err("only POST /v1/jobs takes a query (?wait=1); send this request without one".into())
+        }
+        _ => Ok(()),
+    }
+}
+
 async fn read_body(
     req: Request<Incoming>,
     timeout: Duration,
@@ -253,12 +263,21 @@ async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
     if method == Method::POST && matches!(path.as_str(), "/v1/jobs" | "/v1/jobs/") {
         return submit(jobs, req).await;
     }
+    // No other request takes a query: a caller that asks `GET /v1/jobs/{id}?wait=1` would
+    // take the answer given at once for one that waited.
+    let unasked = takes_no_query(req.uri().query());
+    let reply = |jobs, method, path| async move {
+        match unasked {
+            Ok(()) => answer(jobs, method, path).await,
+            Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e),
+        }
+    };
     // No other request takes a body: whatever came is read and dropped, so the answer
     // reaches the caller and the connection stays usable.
     if discard_body(req.into_body(), jobs.body_timeout).await {
-        answer(jobs, &method, &path).await
+        reply(jobs, &method, &path).await
     } else {
-        let mut r = answer(jobs, &method, &path).await;
+        let mut r = reply(jobs, &method, &path).await;
         r.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
         r
@@ -425,6 +444,11 @@ mod tests {
         assert_eq!(wants_wait(Some("wait=true&")), Ok(true));
         assert!(wants_wait(Some("wait=maybe")).is_err());
         assert!(wants_wait(Some("x=1")).is_err());
+        assert_eq!(takes_no_query(None), Ok(()));
+        assert_eq!(takes_no_query(Some("")), Ok(()));
+        assert_eq!(takes_no_query(Some("&")), Ok(()));
+        assert!(takes_no_query(Some("wait=1")).is_err());
+        assert!(takes_no_query(Some("x")).is_err());
     }
 
     /// A body that arrives in the given frames.
