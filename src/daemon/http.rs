@@ -85,6 +85,21 @@ pub fn forbidden() -> Response<Body> {
     r
 }
 
+/// The answer on a connection of an admitted caller that came while every connection slot
+/// was held.
+pub fn connections_full(max: usize) -> Response<Body> {
+    let mut r = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "busy",
+        &format!(
+            "the daemon serves {max} connections at once and all are held; close idle ones              (or reuse them) and send the request again shortly"
+        ),
+    );
+    r.headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    r
+}
+
 /// `?wait=1` (also `true`/`yes`).
 fn wants_wait(query: Option<&str>) -> Result<bool, String> {
     let Some(q) = query else { return Ok(false) };

@@ -57,6 +57,7 @@ struct Inner {
     overhead: Histogram,
     http: BTreeMap<u16, u64>,
     forbidden: u64,
+    turned_away: u64,
 }
 
 #[derive(Default)]
@@ -133,6 +134,11 @@ impl Metrics {
 
     pub fn forbidden(&self) {
         self.inner().forbidden += 1;
+    }
+
+    /// An admitted caller's connection turned away because every connection slot was held.
+    pub fn turned_away(&self) {
+        self.inner().turned_away += 1;
     }
 
     pub fn render(&self, g: &Gauges) -> String {
@@ -339,6 +345,16 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE {PREFIX}_connections_forbidden_total counter");
         let _ = writeln!(out, "{PREFIX}_connections_forbidden_total {}", m.forbidden);
+        let _ = writeln!(
+            out,
+            "# HELP {PREFIX}_connections_turned_away_total Connections of admitted callers turned away (503 busy, or closed) while every connection slot was held."
+        );
+        let _ = writeln!(out, "# TYPE {PREFIX}_connections_turned_away_total counter");
+        let _ = writeln!(
+            out,
+            "{PREFIX}_connections_turned_away_total {}",
+            m.turned_away
+        );
         out
     }
 }

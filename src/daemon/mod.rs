@@ -41,7 +41,7 @@ pub struct ServeArgs {
     pub log_json: bool,
 }
 
-/// How many connections are served at once; more wait in the listen backlog.
+/// How many connections of admitted callers are served at once; more are answered 503.
 const MAX_CONNECTIONS: usize = 512;
 /// How often the journal is pruned.
 const PRUNE_EVERY: Duration = Duration::from_secs(3600);

@@ -273,6 +273,22 @@ pub fn admitted(p: &Peer, allow_uids: &[u32], allow_gids: &[u32]) -> bool {
 const OUTSIDER_CONNECTIONS: usize = 8;
 /// How long an outsider's connection may take to send its request's head.
 const OUTSIDER_HEADER_TIMEOUT: Duration = Duration::from_secs(1);
+/// Connections kept for root beyond `max_connections`: the operator (`curl`, a health
+/// check) still reaches a daemon whose slots an admitted caller holds.
+const ROOT_CONNECTIONS: usize = 8;
+/// Connections of admitted callers that came while every slot was held, answered `503`
+/// at once (with an outsider's header timeout); more are closed unanswered.
+const TURNED_AWAY_CONNECTIONS: usize = 8;
+
+/// How a connection is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    /// Its requests are answered (a caller the allow lists do not admit gets 403).
+    Open,
+    /// Every one of the slots (this many) was held when it came: its request is answered
+    /// 503 `busy`.
+    Full(usize),
+}
 
 /// Whether `peer` (none: its credentials could not be read) is an outsider now, and how
 /// long its connection may take to send a request's head.
@@ -296,7 +312,9 @@ pub async fn accept_loop(
     max_connections: usize,
 ) {
     let slots = Arc::new(Semaphore::new(max_connections));
+    let root_slots = Arc::new(Semaphore::new(ROOT_CONNECTIONS));
     let outsiders = Arc::new(Semaphore::new(OUTSIDER_CONNECTIONS));
+    let turned_away = Arc::new(Semaphore::new(TURNED_AWAY_CONNECTIONS));
     loop {
         let stream = tokio::select! {
             _ = stop.cancelled() => return,
@@ -313,10 +331,12 @@ pub async fn accept_loop(
         let peer = peer(&stream)
             .map_err(|e| tracing::warn!(error = %e, "connection refused: no peer credentials"))
             .ok();
-        let (outsider, header_timeout) = connection_terms(peer.as_ref(), &jobs);
-        let permit = if outsider {
+        let (outsider, mut header_timeout) = connection_terms(peer.as_ref(), &jobs);
+        // Never waited for: a full house would stop the loop, and root's connection with
+        // every other, behind the callers that hold the slots.
+        let (permit, door) = if outsider {
             match outsiders.clone().try_acquire_owned() {
-                Ok(p) => p,
+                Ok(p) => (p, Door::Open),
                 Err(_) => {
                     // Turned away already too often at once: closed unanswered.
                     jobs.metrics.forbidden();
@@ -324,15 +344,29 @@ pub async fn accept_loop(
                 }
             }
         } else {
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                p = slots.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            let root = peer.as_ref().is_some_and(|p| p.uid == 0);
+            let taken = slots.clone().try_acquire_owned().or_else(|e| match root {
+                true => root_slots.clone().try_acquire_owned(),
+                false => Err(e),
+            });
+            match taken {
+                Ok(p) => (p, Door::Open),
+                Err(_) => {
+                    jobs.metrics.turned_away();
+                    match turned_away.clone().try_acquire_owned() {
+                        Ok(p) => {
+                            header_timeout = OUTSIDER_HEADER_TIMEOUT.min(header_timeout);
+                            (p, Door::Full(max_connections))
+                        }
+                        Err(_) => continue,
+                    }
+                }
             }
         };
         let jobs = jobs.clone();
         let close = close_connections.clone();
         conns.spawn(async move {
-            serve_peer(stream, peer, jobs, close, header_timeout).await;
+            serve_peer(stream, peer, jobs, close, header_timeout, door).await;
             drop(permit);
         });
     }
@@ -348,6 +382,7 @@ async fn serve_peer<S>(
     jobs: Arc<Jobs>,
     close: CancellationToken,
     header_timeout: Duration,
+    door: Door,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -359,6 +394,10 @@ async fn serve_peer<S>(
                 let s = jobs.settings();
                 admitted(p, &s.allow_uids, &s.allow_gids)
             });
+            if let (true, Door::Full(max)) = (allowed, door) {
+                jobs.metrics.http(503);
+                return Ok(http::connections_full(max));
+            }
             if allowed {
                 return Ok::<_, Infallible>(http::handle(jobs, req).await);
             }
@@ -449,6 +488,7 @@ mod tests {
             jobs,
             CancellationToken::new(),
             timeout,
+            Door::Open,
         );
         tokio::time::timeout(Duration::from_secs(10), served)
             .await
@@ -469,6 +509,7 @@ mod tests {
             jobs.clone(),
             CancellationToken::new(),
             jobs.header_timeout,
+            Door::Open,
         ));
         let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(client))
             .await
@@ -525,6 +566,7 @@ mod tests {
                 jobs.clone(),
                 CancellationToken::new(),
                 jobs.header_timeout,
+                Door::Open,
             ));
             let mut req = format!(
                 "POST /v1/jobs HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
@@ -693,5 +735,112 @@ mod tests {
         assert_eq!(p.uid, nix::unistd::geteuid().as_raw());
         assert_eq!(p.pid, Some(std::process::id() as i32));
         drop(c);
+    }
+
+    /// Every slot held: an admitted caller's next connection is answered 503 `busy` at once
+    /// (the accept loop never waits for a slot, which stopped it for every caller, root
+    /// included), root still gets in on slots of its own, and a freed slot serves the
+    /// caller again.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_full_house_turns_callers_away_with_503_and_keeps_room_for_root() {
+        use http_body_util::{BodyExt as _, Empty};
+        use std::os::unix::process::CommandExt as _;
+        if !nix::unistd::geteuid().is_root() {
+            crate::test_skips::skipped(
+                "a_full_house_turns_callers_away_with_503_and_keeps_room_for_root",
+                "a caller of another uid needs root to start",
+            );
+            return;
+        }
+        let config = crate::config::Config::parse(
+            "[daemon]\nallow_uids = [65533]\nheader_timeout_ms = 60000\n",
+        )
+        .unwrap();
+        let d = super::super::jobs::tests::jobs_under(None, &config);
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let sock = tmp.path().join("api.sock");
+        let listener = UnixListener::bind(&sock).unwrap();
+        std::fs::set_permissions(&sock, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (stop, close, conns) = (
+            CancellationToken::new(),
+            CancellationToken::new(),
+            TaskTracker::new(),
+        );
+        let accepting = tokio::spawn(accept_loop(
+            listener,
+            d.jobs.clone(),
+            stop.clone(),
+            close.clone(),
+            conns.clone(),
+            2,
+        ));
+        // A connection of this process (root), answered once and then held open.
+        let held = || async {
+            let stream = UnixStream::connect(&sock).await.unwrap();
+            let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .unwrap();
+            let conn = tokio::spawn(conn);
+            let info = hyper::Request::get("/v1/info")
+                .header("host", "localhost")
+                .body(Empty::<bytes::Bytes>::new())
+                .unwrap();
+            let r = tokio::time::timeout(Duration::from_secs(5), sender.send_request(info))
+                .await
+                .expect("answered within 5 s")
+                .unwrap();
+            let status = r.status();
+            r.into_body().collect().await.unwrap();
+            (status, sender, conn)
+        };
+        // The caller of uid 65533, allowed by the configuration.
+        let caller = || {
+            let sock = sock.clone();
+            tokio::task::spawn_blocking(move || {
+                let out = std::process::Command::new("curl")
+                    .args(["-s", "-o", "-", "-w", "\n%{http_code}", "--max-time", "5"])
+                    .arg("--unix-socket")
+                    .arg(&sock)
+                    .arg("http://localhost/v1/info")
+                    .uid(65533)
+                    .gid(65534)
+                    .output()
+                    .expect("curl runs");
+                String::from_utf8_lossy(&out.stdout).into_owned()
+            })
+        };
+        let first = held().await;
+        let second = held().await;
+        assert_eq!((first.0.as_u16(), second.0.as_u16()), (200, 200));
+        let turned = caller().await.unwrap();
+        assert!(turned.ends_with("\n503"), "{turned}");
+        assert!(turned.contains("\"busy\""), "{turned}");
+        let root = held().await;
+        assert_eq!(root.0, 200, "root is served on a slot of its own");
+        let m = d.jobs.metrics.render(&d.jobs.gauges());
+        assert!(
+            m.contains("openvibe_skill_runner_connections_turned_away_total 1"),
+            "{m}"
+        );
+        // A slot freed: the caller is served again.
+        drop(first);
+        let started = std::time::Instant::now();
+        loop {
+            let out = caller().await.unwrap();
+            if out.ends_with("\n200") {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(5), "{out}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        drop((second, root));
+        stop.cancel();
+        close.cancel();
+        accepting.await.unwrap();
+        conns.close();
+        tokio::time::timeout(Duration::from_secs(10), conns.wait())
+            .await
+            .expect("every connection closed");
     }
 }
