@@ -145,13 +145,21 @@ impl Daemon {
 
     /// [`Daemon::spawn`], its command changed by `adjust` first.
     fn spawn_with(&mut self, adjust: impl FnOnce(&mut Command)) {
+        self.spawn_as(|d| {
+            let mut serve = d.serve_command();
+            adjust(&mut serve);
+            serve
+        });
+    }
+
+    /// Starts the command `command` makes and waits until it answers on the socket.
+    fn spawn_as(&mut self, command: impl FnOnce(&Daemon) -> Command) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.dir.path().join("daemon.log"))
             .expect("log file");
-        let mut serve = self.serve_command();
-        adjust(&mut serve);
+        let mut serve = command(self);
         let child = serve
             .stdout(Stdio::null())
             .stderr(log)
@@ -176,6 +184,44 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// [`Daemon::spawn`] as pid 1 of a pid namespace of its own, as a container's daemon
+    /// is (`unshare`'s child; stopped by [`Daemon::stop_in_pid_namespace`]).
+    fn spawn_in_pid_namespace(&mut self) {
+        let serve = self.serve_command();
+        self.spawn_as(|_| {
+            let mut c = Command::new("unshare");
+            c.args(["--pid", "--fork", "--kill-child"])
+                .arg(serve.get_program())
+                .args(serve.get_args())
+                .stdin(Stdio::null());
+            c
+        });
+    }
+
+    /// SIGTERM to the daemon inside its pid namespace (`unshare` passes on no signal), and
+    /// `unshare` ends with it, within 10 s.
+    fn stop_in_pid_namespace(&mut self) {
+        let outer = self.pid();
+        let inner: i32 = std::fs::read_to_string(format!("/proc/{outer}/task/{outer}/children"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("the daemon under unshare");
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(inner),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("signal the daemon");
+        let code = self.wait_exit(Duration::from_secs(10));
+        assert_eq!(
+            code,
+            Some(0),
+            "the daemon's exit after SIGTERM: {}",
+            self.log()
+        );
     }
 
     /// `serve` with this daemon's configuration, state and socket, no stdin.
@@ -753,6 +799,79 @@ fn the_daemon_runs_jobs_over_its_socket() {
     assert!(d.log().contains("job ended"), "one log line per job end");
     d.assert_no_job_dirs();
     assert_host_clean("dtest-run");
+}
+
+/// A daemon that is pid 1 of a pid namespace of its own (a container's) starts while a
+/// runner that is pid 1 of another runs a job: the job's name carries the pid 1 the daemon
+/// has too, yet its recovery leaves the job alone, which a live uid lease names. Before, it
+/// took the job for one of its own earlier run and killed it.
+#[test]
+fn a_daemon_in_a_pid_namespace_leaves_another_runners_job_alone() {
+    require_host();
+    let _h = exclusive();
+    let other = State::new();
+    let text = serde_json::to_vec(&job(
+        "dtest-pidns-other",
+        "setTimeout(()=>process.stdout.write('1'),3000)",
+        20000,
+    ))
+    .expect("job json");
+    let mut run = runner_under(
+        &["unshare", "--pid", "--fork", "--kill-child"],
+        other.path(),
+    )
+    .args(["run-job", "-"])
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .expect("unshare(1) from util-linux runs the runner in a pid namespace");
+    run.stdin
+        .take()
+        .expect("stdin")
+        .write_all(&text)
+        .expect("write the job");
+    assert!(
+        wait_for(Duration::from_secs(20), || !sandbox_processes(
+            "dtest-pidns-other"
+        )
+        .is_empty()),
+        "the other runner's job never started"
+    );
+    let name = leftover_cgroups("dtest-pidns-other")
+        .first()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .expect("the job's cgroup");
+    assert!(
+        name.starts_with("dtest-pidns-other.1."),
+        "pid 1's job: {name}"
+    );
+
+    let mut d = Daemon::prepare("");
+    d.spawn_in_pid_namespace();
+    let out = run.wait_with_output().expect("the other runner");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = parse_result(&out.stdout);
+    assert_status(&r, "ok", None);
+    assert_eq!(r["output"], json!(1));
+    // (A daemon this test killed earlier may have left warm sandboxes named for pid 1,
+    // which this one rightly removes.)
+    assert!(
+        !d.log().contains(&name),
+        "the daemon touched the other runner's job at its start: {}",
+        d.log()
+    );
+    // The daemon itself runs jobs there.
+    assert_status(&d.post_wait(&job("dtest-pidns-own", ONE, 5000)), "ok", None);
+    d.stop_in_pid_namespace();
+    other.assert_clean();
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-pidns");
 }
 
 #[test]

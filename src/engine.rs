@@ -16,7 +16,7 @@ use crate::sandbox::cgroup::{CgroupHost, CgroupLimits, JobCgroup};
 use crate::sandbox::init::encode_plan;
 use crate::sandbox::init_exe::InitExe;
 use crate::sandbox::seccomp::{self, CompiledFilters, ValidPolicy};
-use crate::sandbox::uids::{self, UidPool};
+use crate::sandbox::uids::{self, UidLease, UidPool};
 use crate::sandbox::{landlock, Layers};
 use crate::supervise;
 use std::collections::HashMap;
@@ -486,11 +486,18 @@ impl Engine {
         cancel: &Cancel,
     ) -> JobResult {
         let unique = self.unique(&job.job_id);
+        // Held until the job's processes are gone and its cgroup removed (and kept if that
+        // cannot be shown); it names the job before its directory and cgroup exist.
+        let lease = match self.uids.lease(&unique) {
+            Ok(l) => l,
+            Err(e) => return self.internal(job, e),
+        };
         let dir = match make_job_dir(&self.jobs_dir, &unique) {
             Ok(dir) => dir,
             Err(e) => return self.internal(job, format!("cannot create the job directory: {e}")),
         };
-        self.run_in(job, files, &dir.0, &unique, cancel).await
+        self.run_in(job, files, &dir.0, &unique, lease, cancel)
+            .await
     }
 
     async fn run_in(
@@ -499,6 +506,7 @@ impl Engine {
         files: &[(String, Vec<u8>)],
         dir: &Path,
         unique: &str,
+        lease: UidLease,
         cancel: &Cancel,
     ) -> JobResult {
         let paths = JobPaths {
@@ -507,12 +515,6 @@ impl Engine {
         if let Err(e) = std::fs::create_dir(&paths.root) {
             return self.internal(job, format!("cannot create the job directory: {e}"));
         }
-        // Held until the job's processes are gone and its cgroup removed (and kept if that
-        // cannot be shown).
-        let lease = match self.uids.lease() {
-            Ok(l) => l,
-            Err(e) => return self.internal(job, e),
-        };
         let uid = lease.uid();
         let omit = &self.config.runner.omit_layers;
         let cgroup = match self.create_cgroup(unique, job.mem_bytes).await {

@@ -11,10 +11,15 @@
 //! its own mount namespace, which goes with them. A leftover of any other process that
 //! lives is another runner's running job, or the pid was taken by an unrelated process: it
 //! is left alone, and removed by a later start once that process is gone.
+//!
+//! Before any of that, a name a live uid lease records (`uids::live_names`) is never a
+//! leftover: a job of a runner alive anywhere on the host, whose pid may belong to another
+//! pid namespace (where it may even be this daemon's own).
 
 use super::journal::{EarlierRun, ProcessIdentity};
 use crate::config::Config;
 use crate::sandbox::cgroup::CgroupHost;
+use crate::sandbox::uids;
 use std::collections::BTreeSet;
 use std::os::fd::AsRawFd as _;
 use std::path::Path;
@@ -87,8 +92,12 @@ fn started_ms(pid: u32) -> Option<i64> {
     Some(super::journal::now_ms() - (boot_ms - start_ms))
 }
 
-/// Whether the job named `name` is a leftover: see the module's comment.
-fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
+/// Whether the job named `name` is a leftover: see the module's comment. `live` holds the
+/// names live uid leases record ([`uids::live_names`]), read after `name` was listed.
+fn is_leftover(name: &str, earlier: &[EarlierRun], live: &BTreeSet<String>) -> bool {
+    if live.contains(name) {
+        return false;
+    }
     let Some(pid) = owner_pid(name) else {
         return false;
     };
@@ -129,14 +138,22 @@ pub fn clean_leftovers(
             .map_err(|e| problems.push(format!("cgroups: {e}")))
             .ok(),
     };
+    // What live leases name, read after each listing below (see `uids::live_names`). A
+    // lock directory that cannot be read leaves everything alone: nothing is removed that
+    // a live runner may own.
+    let live = || uids::live_names(Path::new(uids::LOCK_DIR));
     if let Some(host) = host {
-        match host.leftovers() {
-            Ok(paths) => {
+        match host
+            .leftovers()
+            .map_err(|e| e.to_string())
+            .and_then(|paths| Ok((paths, live()?)))
+        {
+            Ok((paths, live)) => {
                 let names: BTreeSet<String> = paths
                     .iter()
                     .filter_map(|p| p.file_name())
                     .map(|n| n.to_string_lossy().into_owned())
-                    .filter(|n| is_leftover(n, earlier))
+                    .filter(|n| is_leftover(n, earlier, &live))
                     .collect();
                 for name in names {
                     removed += 1;
@@ -153,7 +170,10 @@ pub fn clean_leftovers(
     // Mounts on the host under the jobs directory (there should be none: a job mounts in
     // its own namespace); detach any, deepest first, before removing directories.
     let jobs_prefix = jobs_dir.display().to_string();
-    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
+    if let Some((info, live)) = std::fs::read_to_string("/proc/self/mountinfo")
+        .ok()
+        .and_then(|info| Some((info, live().map_err(|e| problems.push(e)).ok()?)))
+    {
         let mut points: Vec<&str> = info
             .lines()
             .filter_map(|l| l.split(' ').nth(4))
@@ -162,7 +182,7 @@ pub fn clean_leftovers(
         points.sort_by_key(|p| std::cmp::Reverse(p.len()));
         for p in points {
             let name = p[jobs_prefix.len() + 1..].split('/').next().unwrap_or("");
-            if is_leftover(name, earlier) {
+            if is_leftover(name, earlier, &live) {
                 tracing::warn!(mount = p, "detaching a mount left by an earlier run");
                 if let Err(e) = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH) {
                     problems.push(format!("mount {p}: {e}"));
@@ -170,11 +190,17 @@ pub fn clean_leftovers(
             }
         }
     }
-    match std::fs::read_dir(jobs_dir) {
-        Ok(entries) => {
-            for e in entries.filter_map(Result::ok) {
+    let listed = std::fs::read_dir(jobs_dir).map(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .collect::<Vec<std::fs::DirEntry>>()
+    });
+    match listed.map(|entries| (entries, live())) {
+        Ok((_, Err(e))) => problems.push(e),
+        Ok((entries, Ok(live))) => {
+            for e in entries {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if !is_leftover(&name, earlier) {
+                if !is_leftover(&name, earlier, &live) {
                     continue;
                 }
                 removed += 1;
@@ -212,16 +238,26 @@ mod tests {
 
     #[test]
     fn leftovers_are_of_dead_runners_of_this_pid_or_of_earlier_daemons_still_ending() {
+        let none = BTreeSet::new();
         let me = std::process::id();
         // Recovery runs before this daemon made anything: its own pid is an earlier one's.
-        assert!(is_leftover(&format!("j.{me}.1"), &[]));
-        assert!(is_leftover("j.4000000.1", &[]), "a pid that cannot exist");
-        assert!(!is_leftover("not-a-job", &[]));
+        assert!(is_leftover(&format!("j.{me}.1"), &[], &none));
+        assert!(
+            is_leftover("j.4000000.1", &[], &none),
+            "a pid that cannot exist"
+        );
+        // ...unless a live uid lease names it: another runner's job, whose pid (of a pid
+        // namespace of its own, where it may be 1, as this daemon's may) tells nothing.
+        let live = BTreeSet::from([format!("j.{me}.1"), "j.4000000.1".to_string()]);
+        assert!(!is_leftover(&format!("j.{me}.1"), &[], &live));
+        assert!(!is_leftover("j.4000000.1", &[], &live));
+        assert!(is_leftover("j.4000000.2", &[], &live));
+        assert!(!is_leftover("not-a-job", &[], &none));
 
         // A live process (the test's parent stands for it): another runner's job...
         let parent = nix::unistd::getppid().as_raw() as u32;
         let name = format!("j.{parent}.1");
-        assert!(!is_leftover(&name, &[]));
+        assert!(!is_leftover(&name, &[], &none));
         // ...unless it is the earlier daemon that recorded its start while it lived...
         let now = super::super::journal::now_ms();
         let ending = EarlierRun {
@@ -229,7 +265,7 @@ mod tests {
             started_ms: now,
             identity: None,
         };
-        assert!(is_leftover(&name, std::slice::from_ref(&ending)));
+        assert!(is_leftover(&name, std::slice::from_ref(&ending), &none));
         // ...and not when the earlier daemon recorded its start before this process began:
         // the pid was taken again, by a process that may be running its own job.
         let start = started_ms(parent).expect("the parent's start");
@@ -238,7 +274,7 @@ mod tests {
             started_ms: start - 5_000,
             identity: None,
         };
-        assert!(!is_leftover(&name, &[reused]));
+        assert!(!is_leftover(&name, &[reused], &none));
         // With the identity recorded, the process is told by it, not by the wall clock: the
         // parent is the recorded daemon even if the clock was set back since...
         let recorded = ProcessIdentity::of(parent).expect("the parent's identity");
@@ -247,7 +283,7 @@ mod tests {
             identity: Some(recorded.clone()),
             ..ending.clone()
         };
-        assert!(is_leftover(&name, &[set_back]));
+        assert!(is_leftover(&name, &[set_back], &none));
         // ...and another process (a later start, or another boot) is not, whatever the
         // wall clock says.
         for other in [
@@ -264,7 +300,7 @@ mod tests {
                 identity: Some(other),
                 ..ending.clone()
             };
-            assert!(!is_leftover(&name, &[not_it]));
+            assert!(!is_leftover(&name, &[not_it], &none));
         }
     }
 

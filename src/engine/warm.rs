@@ -227,10 +227,11 @@ impl Engine {
         };
         // The jobs folder is not made here: a missing one is for the daemon's check to
         // make again and report, and the pool tries again later.
+        // The lease names the sandbox before its directory and cgroup exist.
+        let lease = self.uids.lease(unique)?;
         std::fs::create_dir(dir)
             .and_then(|_| std::fs::create_dir(&paths.root))
             .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
-        let lease = self.uids.lease()?;
         let omit = &self.config.runner.omit_layers;
         let cgroup = self
             .create_cgroup(unique, shape.mem_bytes)

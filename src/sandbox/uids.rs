@@ -6,6 +6,8 @@
 //! of it is gone and the cgroup is removed. The daemon and every CLI run take uids the same
 //! way, so a uid is never handed to two live jobs, whatever `sandbox_uid_base` each runner
 //! has (the files are named by the uid itself, so overlapping ranges are covered too).
+//! While it holds the lock, a job's file holds its name (its cgroup's and folder's), which
+//! a daemon's recovery reads to leave alone the live jobs of every runner on the host.
 //!
 //! Why `flock` on files that are never removed: the kernel drops the lock when the holder's
 //! descriptor closes, including when the runner is killed, so a stale lock cannot exist
@@ -21,6 +23,7 @@
 
 use nix::errno::Errno;
 use nix::fcntl::{Flock, FlockArg};
+use std::collections::BTreeSet;
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -79,6 +82,16 @@ pub struct UidLease {
 impl UidLease {
     pub fn uid(&self) -> u32 {
         self.uid
+    }
+
+    /// Writes `name` (the job's cgroup and directory) into the lock file the lease holds,
+    /// before either is made: a daemon's recovery leaves alone what a live lease names
+    /// ([`live_names`]), whichever runner holds it and in whichever pid namespace, where
+    /// the pid in the name tells nothing.
+    fn record(&self, name: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt as _;
+        self._lock.set_len(0)?;
+        self._lock.write_all_at(name.as_bytes(), 0)
     }
 
     /// From the start of the job's processes: the uid stays taken unless
@@ -156,8 +169,18 @@ impl UidPool {
     /// [`LEASE_SPREAD`]. Taking the lowest free uid would tell each job how many others
     /// held one when it started (`process.getuid()` counts the host's jobs); the spread
     /// keeps the lock folder to about that many files.
-    pub fn lease(&self) -> Result<UidLease, String> {
-        self.lease_from(super::random_u32() % self.count.clamp(1, LEASE_SPREAD))
+    ///
+    /// The lease records `name`, the job's cgroup and directory, which are made after it
+    /// ([`UidLease::record`]).
+    pub fn lease(&self, name: &str) -> Result<UidLease, String> {
+        let lease = self.lease_from(super::random_u32() % self.count.clamp(1, LEASE_SPREAD))?;
+        lease.record(name).map_err(|e| {
+            format!(
+                "cannot record job {name} in its uid lock {}: {e}",
+                self.dir.join(lease.uid.to_string()).display()
+            )
+        })?;
+        Ok(lease)
     }
 
     /// The first free uid from `start` into the range (then from its beginning).
@@ -187,6 +210,61 @@ impl UidPool {
             self.count, self.base
         ))
     }
+}
+
+/// The job names that live leases record, any runner's ([`UidLease::record`]): the lock
+/// files in `dir` that a holder has locked, read without taking them (a free one is locked
+/// for an instant and let go: a lease taken then moves on to the next uid). A missing
+/// directory holds none. Read after listing what may be left over: a job's name is in its
+/// lock before its cgroup or directory exists.
+pub fn live_names(dir: &Path) -> Result<BTreeSet<String>, String> {
+    use std::io::Read as _;
+    let mut live = BTreeSet::new();
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(live),
+        Err(e) => {
+            return Err(format!(
+                "cannot list the uid locks in {}: {e}",
+                dir.display()
+            ))
+        }
+    };
+    for entry in entries {
+        let entry =
+            entry.map_err(|e| format!("cannot list the uid locks in {}: {e}", dir.display()))?;
+        if entry
+            .file_name()
+            .to_str()
+            .is_none_or(|n| n.parse::<u32>().is_err())
+        {
+            continue;
+        }
+        let path = entry.path();
+        let file = match OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(&path)
+        {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(format!("cannot open the uid lock {}: {e}", path.display())),
+        };
+        match Flock::lock(file, FlockArg::LockSharedNonblock) {
+            Ok(_free) => continue,
+            Err((file, Errno::EWOULDBLOCK)) => {
+                let mut name = String::new();
+                // A name is at most a cgroup name's 255 bytes.
+                let _ = file.take(512).read_to_string(&mut name);
+                let name = name.trim();
+                if !name.is_empty() {
+                    live.insert(name.to_string());
+                }
+            }
+            Err((_, e)) => return Err(format!("cannot test the uid lock {}: {e}", path.display())),
+        }
+    }
+    Ok(live)
 }
 
 /// How many of the range's uids a lease may start from (see [`UidPool::lease`]).
@@ -337,7 +415,7 @@ mod tests {
         assert_eq!(held_uids, [2_100_000_000, 2_100_000_001, 2_100_000_002]);
         let mut seen = std::collections::HashSet::new();
         for _ in 0..64 {
-            let l = p.lease().unwrap();
+            let l = p.lease("job.1.0").unwrap();
             assert!(!held_uids.contains(&l.uid()), "a held uid was leased again");
             assert!(l.uid() < 2_100_000_000 + LEASE_SPREAD + 3, "{}", l.uid());
             seen.insert(l.uid());
@@ -350,9 +428,53 @@ mod tests {
         // A small range is used whole, wrapping around.
         let small_dir = tmp.path().join("small");
         let small = UidPool::open(&small_dir, 2_100_000_000, 2).unwrap_or_else(|e| panic!("{e}"));
-        let a = small.lease().unwrap();
-        let b = small.lease().unwrap();
+        let a = small.lease("job.1.0").unwrap();
+        let b = small.lease("job.1.0").unwrap();
         assert_ne!(a.uid(), b.uid());
-        assert!(small.lease().is_err());
+        assert!(small.lease("job.1.0").is_err());
+    }
+
+    /// A live lease's job name is read by a recovery from its lock file, whoever holds it
+    /// (another process here); a released one's is not, and a kept one's still is.
+    #[test]
+    fn the_names_of_live_leases_are_read_from_their_locks() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("uids");
+        assert!(live_names(&dir).unwrap().is_empty(), "no directory: none");
+        let p = pool(&dir, 2_100_000_000, 4);
+        let a = p.lease("a.1.0").unwrap();
+        let b = p.lease("b.1.7").unwrap();
+        let names = |d: &Path| live_names(d).unwrap().into_iter().collect::<Vec<_>>();
+        assert_eq!(names(&dir), ["a.1.0", "b.1.7"]);
+        // A uid taken again records its new job's name, not the last one's.
+        let uid_a = a.uid();
+        drop(a);
+        assert_eq!(names(&dir), ["b.1.7"], "a released lease names nothing");
+        let again = p.lease_from(uid_a - 2_100_000_000).unwrap();
+        assert_eq!(again.uid(), uid_a);
+        again.record("c.2.0").unwrap();
+        assert_eq!(names(&dir), ["b.1.7", "c.2.0"]);
+        drop(again.keep_until_released());
+        drop(b);
+        assert_eq!(names(&dir), ["c.2.0"], "a kept lease still names its job");
+        // Held by another process: a shell locks the file and becomes `sleep`.
+        std::fs::write(dir.join("2100000003"), "d.1.0").unwrap();
+        let mut holder = std::process::Command::new("sh")
+            .args(["-c", "exec 9<\"$1\" && flock -x 9 && exec sleep 30", "sh"])
+            .arg(dir.join("2100000003"))
+            .spawn()
+            .expect("sh");
+        let mut seen = false;
+        for _ in 0..100 {
+            if names(&dir).contains(&"d.1.0".to_string()) {
+                seen = true;
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        holder.kill().expect("kill the holder");
+        holder.wait().expect("wait for the holder");
+        assert!(seen, "another process's lease was never read");
+        assert_eq!(names(&dir), ["c.2.0"], "its lock died with it");
     }
 }
