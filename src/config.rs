@@ -572,21 +572,17 @@ impl Config {
     }
 
     /// Whether `text` lists the runner's artifact in `worker.functions`, read from that key
-    /// alone: a file with a problem elsewhere still tells that it turns the runner off.
-    /// None when it cannot tell (not TOML, or `worker.functions` not an array of strings).
+    /// alone: a file with a problem elsewhere still tells that it turns the runner off, and
+    /// so does a `worker` or `worker.functions` of another shape (when in doubt, off).
+    /// None only when the text is not TOML at all.
     pub fn lists_artifact(text: &str) -> Option<bool> {
         let doc: toml::Table = toml::from_str(text).ok()?;
-        let Some(worker) = doc.get("worker") else {
-            return Some(false);
-        };
-        let Some(functions) = worker.as_table()?.get("functions") else {
-            return Some(false);
-        };
-        let mut listed = false;
-        for f in functions.as_array()? {
-            listed |= f.as_str()? == crate::job::ARTIFACT;
-        }
-        Some(listed)
+        let functions = doc
+            .get("worker")
+            .and_then(|w| w.as_table())
+            .and_then(|w| w.get("functions"))
+            .and_then(|f| f.as_array());
+        Some(functions.is_some_and(|f| f.iter().any(|v| v.as_str() == Some(crate::job::ARTIFACT))))
     }
 
     pub fn skills_on(&self) -> bool {
@@ -616,9 +612,10 @@ mod tests {
                 "[worker]\nfunctions = [\"other@1\"]\nx = 1\n".into(),
                 Some(false),
             ),
-            (format!("[worker]\nfunctions = [\"{a}\", 1]\n"), None),
-            ("[worker]\nfunctions = \"x\"\n".into(), None),
-            ("worker = 3\n".into(), None),
+            (format!("[worker]\nfunctions = [\"{a}\", 1]\n"), Some(true)),
+            ("[worker]\nfunctions = [1]\n".into(), Some(false)),
+            ("[worker]\nfunctions = \"x\"\n".into(), Some(false)),
+            ("worker = 3\n".into(), Some(false)),
             ("[worker\n".into(), None),
         ] {
             assert_eq!(Config::lists_artifact(&text), listed, "{text}");

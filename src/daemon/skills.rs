@@ -137,7 +137,9 @@ fn edit(text: &str, on: bool) -> Result<String, EditError> {
         .get_mut("functions")
         .and_then(Item::as_array_mut)
         .ok_or_else(|| EditError::Shape("`worker.functions` is not an array of strings".into()))?;
-    if functions.iter().any(|v| v.as_str().is_none()) {
+    // Off takes the artifact out of any list (and keeps the rest as it is); on needs a list
+    // of strings.
+    if on && functions.iter().any(|v| v.as_str().is_none()) {
         return Err(EditError::Shape(
             "`worker.functions` is not an array of strings".into(),
         ));
@@ -472,6 +474,14 @@ mod tests {
         assert!(!status(&path).unwrap());
         assert!(!set(&path, false).unwrap(), "off again changes nothing");
         assert!(matches!(set(&path, true), Err(SkillsError::Invalid { .. })));
+        assert!(!status(&path).unwrap());
+        // A list holding something other than a name: off takes the artifact out all the
+        // same, and the daemon reads the file as off.
+        let odd = format!("[worker]\nfunctions = [\"{ARTIFACT}\", 1]\n");
+        std::fs::write(&path, &odd).unwrap();
+        assert!(set(&path, false).unwrap());
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(Config::lists_artifact(&text), Some(false), "{text}");
         assert!(!status(&path).unwrap());
     }
 }
