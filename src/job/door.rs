@@ -239,18 +239,57 @@ fn check_shapes(fields: &Fields) -> Result<(), Rejection> {
         ));
     }
     if let Some(inputs) = fields.inputs {
-        let items = serde_json::from_str::<Vec<&RawValue>>(inputs.get())
+        // Counted before anything is built: a request's 8 MiB of empty inputs would
+        // otherwise become millions of them in memory first.
+        let mut de = serde_json::Deserializer::from_str(inputs.get());
+        let items = serde::Deserializer::deserialize_seq(&mut de, InputItems)
             .map_err(|_| Rejection::invalid("inputs must be a JSON array"))?;
-        // Counted before the typed parse builds them: a request's 8 MiB of empty inputs
-        // would otherwise become hundreds of thousands of them in memory first.
-        if items.len() > crate::job::MAX_INPUTS {
-            return Err(crate::job::too_many_inputs(items.len()));
-        }
-        if !items.iter().all(|i| i.get().starts_with('{')) {
-            return Err(Rejection::invalid("every input must be a JSON object"));
+        match items {
+            InputsSeen::Objects(n) if n > crate::job::MAX_INPUTS => {
+                return Err(crate::job::too_many_inputs(n))
+            }
+            InputsSeen::Objects(_) => {}
+            InputsSeen::NotAnObject => {
+                return Err(Rejection::invalid("every input must be a JSON object"))
+            }
         }
     }
     Ok(())
+}
+
+/// What [`InputItems`] saw of `inputs`: how many items (past the cap, merely counted), or
+/// an item that is not an object.
+enum InputsSeen {
+    Objects(usize),
+    NotAnObject,
+}
+
+/// Reads the items of `inputs` as raw text one at a time, keeping none.
+struct InputItems;
+
+impl<'de> serde::de::Visitor<'de> for InputItems {
+    type Value = InputsSeen;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON array")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<InputsSeen, A::Error> {
+        let mut n = 0;
+        while let Some(item) = seq.next_element::<&RawValue>()? {
+            if !item.get().starts_with('{') {
+                return Ok(InputsSeen::NotAnObject);
+            }
+            n += 1;
+            if n > crate::job::MAX_INPUTS {
+                // Past the cap: only counted on (the whole array must still be read).
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+            }
+        }
+        Ok(InputsSeen::Objects(n))
+    }
 }
 
 /// Parse a job from an already parsed JSON value (tests and fuzzing build jobs this way).

@@ -241,6 +241,20 @@ fn inputs_past_the_cap_are_counted_before_any_is_built() {
         r.rejection.message,
         format!("65 inputs; at most {} are allowed", crate::job::MAX_INPUTS)
     );
+    // Many more: counted, none of them kept.
+    let empty = format!("[{}{{}}]", "{},".repeat(200_000));
+    let mut huge = String::from_utf8(text(&job())).expect("utf-8");
+    let at = huge.find("\"inputs\":").expect("inputs") + "\"inputs\":".len();
+    let end = at + huge[at..].find(']').expect("the inputs' end") + 1;
+    huge.replace_range(at..end, &empty);
+    let r = refused(huge.as_bytes());
+    assert_eq!(
+        r.rejection.message,
+        format!(
+            "200001 inputs; at most {} are allowed",
+            crate::job::MAX_INPUTS
+        )
+    );
     // At the cap, the bad item is what is refused.
     many["inputs"].as_array_mut().expect("inputs").remove(0);
     let r = refused(&text(&many));
