@@ -123,6 +123,25 @@ fn is_leftover(name: &str, earlier: &[EarlierRun], live: &BTreeSet<String>) -> b
         })
 }
 
+/// Of `names`, just listed, the leftovers. The live uid leases (`uids::live_names`) are
+/// read after the listing, and only when the pid rules would take a name (a clean host is
+/// never probed); a lock directory that cannot be read leaves everything alone.
+fn leftovers_among(
+    names: impl IntoIterator<Item = String>,
+    earlier: &[EarlierRun],
+) -> Result<BTreeSet<String>, String> {
+    let none = BTreeSet::new();
+    let by_pid: BTreeSet<String> = names
+        .into_iter()
+        .filter(|n| is_leftover(n, earlier, &none))
+        .collect();
+    if by_pid.is_empty() {
+        return Ok(by_pid);
+    }
+    let live = uids::live_names(Path::new(uids::LOCK_DIR))?;
+    Ok(by_pid.into_iter().filter(|n| !live.contains(n)).collect())
+}
+
 /// Kills and removes the leftovers; returns how many were found.
 pub fn clean_leftovers(
     cgroups: Option<CgroupHost>,
@@ -138,23 +157,19 @@ pub fn clean_leftovers(
             .map_err(|e| problems.push(format!("cgroups: {e}")))
             .ok(),
     };
-    // What live leases name, read after each listing below (see `uids::live_names`). A
-    // lock directory that cannot be read leaves everything alone: nothing is removed that
-    // a live runner may own.
-    let live = || uids::live_names(Path::new(uids::LOCK_DIR));
     if let Some(host) = host {
-        match host
-            .leftovers()
-            .map_err(|e| e.to_string())
-            .and_then(|paths| Ok((paths, live()?)))
-        {
-            Ok((paths, live)) => {
-                let names: BTreeSet<String> = paths
+        let listed = host.leftovers().map_err(|e| e.to_string());
+        let names = listed.and_then(|paths| {
+            leftovers_among(
+                paths
                     .iter()
                     .filter_map(|p| p.file_name())
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .filter(|n| is_leftover(n, earlier, &live))
-                    .collect();
+                    .map(|n| n.to_string_lossy().into_owned()),
+                earlier,
+            )
+        });
+        match names {
+            Ok(names) => {
                 for name in names {
                     removed += 1;
                     tracing::warn!(cgroup = %name, "killing and removing a job cgroup left by an earlier run");
@@ -170,44 +185,48 @@ pub fn clean_leftovers(
     // Mounts on the host under the jobs directory (there should be none: a job mounts in
     // its own namespace); detach any, deepest first, before removing directories.
     let jobs_prefix = jobs_dir.display().to_string();
-    if let Some((info, live)) = std::fs::read_to_string("/proc/self/mountinfo")
-        .ok()
-        .and_then(|info| Some((info, live().map_err(|e| problems.push(e)).ok()?)))
-    {
+    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
         let mut points: Vec<&str> = info
             .lines()
             .filter_map(|l| l.split(' ').nth(4))
             .filter(|m| m.starts_with(&format!("{jobs_prefix}/")))
             .collect();
         points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        for p in points {
-            let name = p[jobs_prefix.len() + 1..].split('/').next().unwrap_or("");
-            if is_leftover(name, earlier, &live) {
-                tracing::warn!(mount = p, "detaching a mount left by an earlier run");
-                if let Err(e) = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH) {
-                    problems.push(format!("mount {p}: {e}"));
+        let name_of = |p: &str| {
+            p[jobs_prefix.len() + 1..]
+                .split('/')
+                .next()
+                .unwrap_or("")
+                .to_string()
+        };
+        match leftovers_among(points.iter().map(|p| name_of(p)), earlier) {
+            Ok(left) => {
+                for p in points.into_iter().filter(|p| left.contains(&name_of(p))) {
+                    tracing::warn!(mount = p, "detaching a mount left by an earlier run");
+                    if let Err(e) = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH) {
+                        problems.push(format!("mount {p}: {e}"));
+                    }
                 }
             }
+            Err(e) => problems.push(e),
         }
     }
     let listed = std::fs::read_dir(jobs_dir).map(|entries| {
         entries
             .filter_map(Result::ok)
-            .collect::<Vec<std::fs::DirEntry>>()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect::<Vec<String>>()
     });
-    match listed.map(|entries| (entries, live())) {
-        Ok((_, Err(e))) => problems.push(e),
-        Ok((entries, Ok(live))) => {
-            for e in entries {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if !is_leftover(&name, earlier, &live) {
-                    continue;
-                }
+    match listed.map(|names| leftovers_among(names, earlier)) {
+        Ok(Err(e)) => problems.push(e),
+        Ok(Ok(left)) => {
+            for name in left {
+                let path = jobs_dir.join(&name);
                 removed += 1;
-                tracing::warn!(dir = %e.path().display(), "removing a job directory left by an earlier run");
-                if let Err(err) = std::fs::remove_dir_all(e.path()) {
+                tracing::warn!(dir = %path.display(), "removing a job directory left by an earlier run");
+                if let Err(err) = std::fs::remove_dir_all(&path) {
                     if err.kind() != std::io::ErrorKind::NotFound {
-                        problems.push(format!("{}: {err}", e.path().display()));
+                        problems.push(format!("{}: {err}", path.display()));
                     }
                 }
             }
