@@ -210,18 +210,7 @@ impl Daemon {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("the daemon under unshare");
-        nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(inner),
-            nix::sys::signal::Signal::SIGTERM,
-        )
-        .expect("signal the daemon");
-        let code = self.wait_exit(Duration::from_secs(10));
-        assert_eq!(
-            code,
-            Some(0),
-            "the daemon's exit after SIGTERM: {}",
-            self.log()
-        );
+        self.terminate(inner);
     }
 
     /// `serve` with this daemon's configuration, state and socket, no stdin.
@@ -271,7 +260,16 @@ impl Daemon {
 
     /// SIGTERM, and the daemon exits 0 within 10 s.
     fn stop(&mut self) {
-        self.signal(nix::sys::signal::Signal::SIGTERM);
+        self.terminate(self.pid());
+    }
+
+    /// SIGTERM to `pid` (the daemon's), and what was spawned exits 0 within 10 s.
+    fn terminate(&mut self, pid: i32) {
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .expect("signal the daemon");
         let code = self.wait_exit(Duration::from_secs(10));
         assert_eq!(
             code,
@@ -812,7 +810,7 @@ fn a_daemon_in_a_pid_namespace_leaves_another_runners_job_alone() {
     let other = State::new();
     let text = serde_json::to_vec(&job(
         "dtest-pidns-other",
-        "setTimeout(()=>process.stdout.write('1'),3000)",
+        "setTimeout(()=>process.stdout.write('1'),10000)",
         20000,
     ))
     .expect("job json");
@@ -849,6 +847,11 @@ fn a_daemon_in_a_pid_namespace_leaves_another_runners_job_alone() {
 
     let mut d = Daemon::prepare("");
     d.spawn_in_pid_namespace();
+    // The daemon's recovery (before it answers) saw the job running.
+    assert!(
+        !sandbox_processes("dtest-pidns-other").is_empty(),
+        "the other runner's job ended before the daemon started: the test proves nothing"
+    );
     let out = run.wait_with_output().expect("the other runner");
     assert_eq!(
         out.status.code(),

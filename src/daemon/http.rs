@@ -92,7 +92,8 @@ pub fn connections_full(max: usize) -> Response<Body> {
         StatusCode::SERVICE_UNAVAILABLE,
         "busy",
         &format!(
-            "the daemon serves {max} connections at once and all are held; close idle ones              (or reuse them) and send the request again shortly"
+            "the daemon serves {max} connections at once and all are held; close idle ones \
+             (or reuse them) and send the request again shortly"
         ),
     );
     r.headers_mut()
