@@ -92,12 +92,9 @@ fn started_ms(pid: u32) -> Option<i64> {
     Some(super::journal::now_ms() - (boot_ms - start_ms))
 }
 
-/// Whether the job named `name` is a leftover: see the module's comment. `live` holds the
-/// names live uid leases record ([`uids::live_names`]), read after `name` was listed.
-fn is_leftover(name: &str, earlier: &[EarlierRun], live: &BTreeSet<String>) -> bool {
-    if live.contains(name) {
-        return false;
-    }
+/// Whether the job named `name` is a leftover by the pid in it: see the module's comment
+/// ([`leftovers_among`] also asks the live leases).
+fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
     let Some(pid) = owner_pid(name) else {
         return false;
     };
@@ -126,20 +123,26 @@ fn is_leftover(name: &str, earlier: &[EarlierRun], live: &BTreeSet<String>) -> b
 /// Of `names`, just listed, the leftovers. The live uid leases (`uids::live_names`) are
 /// read after the listing, and only when the pid rules would take a name (a clean host is
 /// never probed); a lock directory that cannot be read leaves everything alone.
+/// `live` reads the names ([`uids::live_names`] in use).
 fn leftovers_among(
     names: impl IntoIterator<Item = String>,
     earlier: &[EarlierRun],
+    live: impl FnOnce() -> Result<BTreeSet<String>, String>,
 ) -> Result<BTreeSet<String>, String> {
-    let none = BTreeSet::new();
     let by_pid: BTreeSet<String> = names
         .into_iter()
-        .filter(|n| is_leftover(n, earlier, &none))
+        .filter(|n| is_leftover(n, earlier))
         .collect();
     if by_pid.is_empty() {
         return Ok(by_pid);
     }
-    let live = uids::live_names(Path::new(uids::LOCK_DIR))?;
+    let live = live()?;
     Ok(by_pid.into_iter().filter(|n| !live.contains(n)).collect())
+}
+
+/// The names the host's live uid leases record.
+fn live_leases() -> Result<BTreeSet<String>, String> {
+    uids::live_names(Path::new(uids::LOCK_DIR))
 }
 
 /// Kills and removes the leftovers; returns how many were found.
@@ -166,6 +169,7 @@ pub fn clean_leftovers(
                     .filter_map(|p| p.file_name())
                     .map(|n| n.to_string_lossy().into_owned()),
                 earlier,
+                live_leases,
             )
         });
         match names {
@@ -199,7 +203,7 @@ pub fn clean_leftovers(
                 .unwrap_or("")
                 .to_string()
         };
-        match leftovers_among(points.iter().map(|p| name_of(p)), earlier) {
+        match leftovers_among(points.iter().map(|p| name_of(p)), earlier, live_leases) {
             Ok(left) => {
                 for p in points.into_iter().filter(|p| left.contains(&name_of(p))) {
                     tracing::warn!(mount = p, "detaching a mount left by an earlier run");
@@ -217,7 +221,7 @@ pub fn clean_leftovers(
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect::<Vec<String>>()
     });
-    match listed.map(|names| leftovers_among(names, earlier)) {
+    match listed.map(|names| leftovers_among(names, earlier, live_leases)) {
         Ok(Err(e)) => problems.push(e),
         Ok(Ok(left)) => {
             for name in left {
@@ -257,26 +261,49 @@ mod tests {
 
     #[test]
     fn leftovers_are_of_dead_runners_of_this_pid_or_of_earlier_daemons_still_ending() {
-        let none = BTreeSet::new();
         let me = std::process::id();
         // Recovery runs before this daemon made anything: its own pid is an earlier one's.
-        assert!(is_leftover(&format!("j.{me}.1"), &[], &none));
-        assert!(
-            is_leftover("j.4000000.1", &[], &none),
-            "a pid that cannot exist"
-        );
+        assert!(is_leftover(&format!("j.{me}.1"), &[]));
+        assert!(is_leftover("j.4000000.1", &[]), "a pid that cannot exist");
         // ...unless a live uid lease names it: another runner's job, whose pid (of a pid
-        // namespace of its own, where it may be 1, as this daemon's may) tells nothing.
-        let live = BTreeSet::from([format!("j.{me}.1"), "j.4000000.1".to_string()]);
-        assert!(!is_leftover(&format!("j.{me}.1"), &[], &live));
-        assert!(!is_leftover("j.4000000.1", &[], &live));
-        assert!(is_leftover("j.4000000.2", &[], &live));
-        assert!(!is_leftover("not-a-job", &[], &none));
+        // namespace of its own, where it may be 1, as this daemon's may) tells nothing. The
+        // leases are read only when the pid rules would take a name.
+        let names = || {
+            [
+                format!("j.{me}.1"),
+                "j.4000000.1".into(),
+                "j.4000000.2".into(),
+            ]
+            .into_iter()
+            .chain(["not-a-job".to_string()])
+        };
+        let live = || {
+            Ok(BTreeSet::from([
+                format!("j.{me}.1"),
+                "j.4000000.1".to_string(),
+            ]))
+        };
+        assert_eq!(
+            leftovers_among(names(), &[], live),
+            Ok(BTreeSet::from(["j.4000000.2".to_string()]))
+        );
+        let unread = || -> Result<BTreeSet<String>, String> { Err("unreadable".into()) };
+        assert_eq!(
+            leftovers_among(names(), &[], unread),
+            Err("unreadable".to_string()),
+            "leases that cannot be read leave everything alone"
+        );
+        assert_eq!(
+            leftovers_among(["not-a-job".to_string()], &[], unread),
+            Ok(BTreeSet::new()),
+            "nothing the pid rules take: the leases are not read"
+        );
+        assert!(!is_leftover("not-a-job", &[]));
 
         // A live process (the test's parent stands for it): another runner's job...
         let parent = nix::unistd::getppid().as_raw() as u32;
         let name = format!("j.{parent}.1");
-        assert!(!is_leftover(&name, &[], &none));
+        assert!(!is_leftover(&name, &[]));
         // ...unless it is the earlier daemon that recorded its start while it lived...
         let now = super::super::journal::now_ms();
         let ending = EarlierRun {
@@ -284,7 +311,7 @@ mod tests {
             started_ms: now,
             identity: None,
         };
-        assert!(is_leftover(&name, std::slice::from_ref(&ending), &none));
+        assert!(is_leftover(&name, std::slice::from_ref(&ending)));
         // ...and not when the earlier daemon recorded its start before this process began:
         // the pid was taken again, by a process that may be running its own job.
         let start = started_ms(parent).expect("the parent's start");
@@ -293,7 +320,7 @@ mod tests {
             started_ms: start - 5_000,
             identity: None,
         };
-        assert!(!is_leftover(&name, &[reused], &none));
+        assert!(!is_leftover(&name, &[reused]));
         // With the identity recorded, the process is told by it, not by the wall clock: the
         // parent is the recorded daemon even if the clock was set back since...
         let recorded = ProcessIdentity::of(parent).expect("the parent's identity");
@@ -302,7 +329,7 @@ mod tests {
             identity: Some(recorded.clone()),
             ..ending.clone()
         };
-        assert!(is_leftover(&name, &[set_back], &none));
+        assert!(is_leftover(&name, &[set_back]));
         // ...and another process (a later start, or another boot) is not, whatever the
         // wall clock says.
         for other in [
@@ -319,7 +346,7 @@ mod tests {
                 identity: Some(other),
                 ..ending.clone()
             };
-            assert!(!is_leftover(&name, &[not_it], &none));
+            assert!(!is_leftover(&name, &[not_it]));
         }
     }
 
