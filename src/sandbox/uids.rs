@@ -457,11 +457,16 @@ mod tests {
         drop(again.keep_until_released());
         drop(b);
         assert_eq!(names(&dir), ["c.2.0"], "a kept lease still names its job");
-        // Held by another process: a shell locks the file and becomes `sleep`.
-        std::fs::write(dir.join("2100000003"), "d.1.0").unwrap();
+        // Held by another process: a shell locks a file no lease of this process holds
+        // (the kept one's uid was drawn at random) and becomes `sleep`.
+        let other = (2_100_000_000..2_100_000_004)
+            .find(|&uid| uid != uid_a)
+            .map(|uid| dir.join(uid.to_string()))
+            .unwrap();
+        std::fs::write(&other, "d.1.0").unwrap();
         let mut holder = std::process::Command::new("sh")
             .args(["-c", "exec 9<\"$1\" && flock -x 9 && exec sleep 30", "sh"])
-            .arg(dir.join("2100000003"))
+            .arg(&other)
             .spawn()
             .expect("sh");
         let mut seen = false;
