@@ -952,6 +952,21 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
         let (code, v) = d.call(method, path, None);
         assert_error(code, &v, 400, "bad_request");
     }
+    // A wrong path or method is that, query or none.
+    for (method, path, status, code) in [
+        ("GET", "/v2/anything?wait=1", 404, "not_found"),
+        ("PUT", "/v1/info?x=1", 405, "method_not_allowed"),
+        (
+            "PATCH",
+            "/v1/jobs/dtest-garbage-q?wait=1",
+            405,
+            "method_not_allowed",
+        ),
+        ("GET", "/v1/jobs?wait=1", 405, "method_not_allowed"),
+    ] {
+        let (got, v) = d.call(method, path, None);
+        assert_error(got, &v, status, code);
+    }
     let (code, v) = d.call("GET", "/v1/info?", None);
     assert_eq!(code, 200, "an empty query is none: {v}");
     let (code, v) = d.call("PUT", "/v1/jobs", Some(b"{}"));

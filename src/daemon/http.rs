@@ -279,47 +279,74 @@ async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
     if method == Method::POST && matches!(path.as_str(), "/v1/jobs" | "/v1/jobs/") {
         return submit(jobs, req).await;
     }
-    // No other request takes a query: a caller that asks `GET /v1/jobs/{id}?wait=1` would
-    // take the answer given at once for one that waited.
-    let unasked = takes_no_query(req.uri().query());
-    let reply = |jobs, method, path| async move {
-        match unasked {
-            Ok(()) => answer(jobs, method, path).await,
-            Err(e) => error(StatusCode::BAD_REQUEST, "bad_request", &e),
-        }
-    };
+    // A wrong path or method is answered as such (404, 405), query or none. No other
+    // request takes a query: a caller that asks `GET /v1/jobs/{id}?wait=1` would take the
+    // answer given at once for one that waited.
+    let target = endpoint(&method, &path).and_then(|e| {
+        takes_no_query(req.uri().query())
+            .map(|()| e)
+            .map_err(Refused::Query)
+    });
     // No other request takes a body: whatever came is read and dropped, so the answer
     // reaches the caller and the connection stays usable.
-    if discard_body(req.into_body(), jobs.body_timeout).await {
-        reply(jobs, &method, &path).await
-    } else {
-        let mut r = reply(jobs, &method, &path).await;
+    let whole = discard_body(req.into_body(), jobs.body_timeout).await;
+    let mut r = match target {
+        Ok(e) => answer(jobs, e).await,
+        Err(refused) => refused.answer(),
+    };
+    if !whole {
         r.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
-        r
+    }
+    r
+}
+
+/// What a request without a body asks for.
+#[derive(Debug, PartialEq)]
+enum Endpoint {
+    Info,
+    Metrics,
+    Status(String),
+    Cancel(String),
+}
+
+/// Why a request without a body is answered with an error before it reaches its endpoint.
+#[derive(Debug, PartialEq)]
+enum Refused {
+    /// No such path.
+    NotFound,
+    /// The path's methods.
+    Method(&'static str),
+    /// A query where none is taken.
+    Query(String),
+}
+
+impl Refused {
+    fn answer(self) -> Response<Body> {
+        match self {
+            Refused::NotFound => error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no such path: the API is /v1/info, /v1/jobs, /v1/jobs/{id}, /metrics",
+            ),
+            Refused::Method(allowed) => method_not_allowed(allowed),
+            Refused::Query(m) => error(StatusCode::BAD_REQUEST, "bad_request", &m),
+        }
     }
 }
 
-/// The answer to a request without a body (or whose body was dropped).
-async fn answer(jobs: &Arc<Jobs>, method: &Method, path: &str) -> Response<Body> {
+/// The endpoint a method and path name, or why the API has none there.
+fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Refused> {
     match path {
         "/v1/info" => match *method {
-            Method::GET => json(StatusCode::OK, &super::info(jobs)),
-            _ => method_not_allowed("GET"),
+            Method::GET => Ok(Endpoint::Info),
+            _ => Err(Refused::Method("GET")),
         },
         "/metrics" => match *method {
-            Method::GET => {
-                let text = jobs.metrics.render(&jobs.gauges());
-                let mut r = Response::new(Full::new(Bytes::from(text)));
-                r.headers_mut().insert(
-                    CONTENT_TYPE,
-                    HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-                );
-                r
-            }
-            _ => method_not_allowed("GET"),
+            Method::GET => Ok(Endpoint::Metrics),
+            _ => Err(Refused::Method("GET")),
         },
-        "/v1/jobs" | "/v1/jobs/" => method_not_allowed("POST"),
+        "/v1/jobs" | "/v1/jobs/" => Err(Refused::Method("POST")),
         p => match p.strip_prefix("/v1/jobs/") {
             Some(raw) => {
                 // Percent-decoded: most clients drop `.` and `..` as path segments, so
@@ -330,17 +357,31 @@ async fn answer(jobs: &Arc<Jobs>, method: &Method, path: &str) -> Response<Body>
                     .map(|id| id.into_owned())
                     .unwrap_or_default();
                 match *method {
-                    Method::GET => get_job(jobs, &id).await,
-                    Method::DELETE => cancel_job(jobs, &id).await,
-                    _ => method_not_allowed("GET, DELETE"),
+                    Method::GET => Ok(Endpoint::Status(id)),
+                    Method::DELETE => Ok(Endpoint::Cancel(id)),
+                    _ => Err(Refused::Method("GET, DELETE")),
                 }
             }
-            None => error(
-                StatusCode::NOT_FOUND,
-                "not_found",
-                "no such path: the API is /v1/info, /v1/jobs, /v1/jobs/{id}, /metrics",
-            ),
+            None => Err(Refused::NotFound),
         },
+    }
+}
+
+/// The answer to a request without a body (or whose body was dropped).
+async fn answer(jobs: &Arc<Jobs>, endpoint: Endpoint) -> Response<Body> {
+    match endpoint {
+        Endpoint::Info => json(StatusCode::OK, &super::info(jobs)),
+        Endpoint::Metrics => {
+            let text = jobs.metrics.render(&jobs.gauges());
+            let mut r = Response::new(Full::new(Bytes::from(text)));
+            r.headers_mut().insert(
+                CONTENT_TYPE,
+                HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+            );
+            r
+        }
+        Endpoint::Status(id) => get_job(jobs, &id).await,
+        Endpoint::Cancel(id) => cancel_job(jobs, &id).await,
     }
 }
 
@@ -508,6 +549,48 @@ mod tests {
         crate::daemon::jobs::tests::jobs_under(None, &config)
     }
 
+    async fn get(d: &crate::daemon::jobs::tests::Daemon, path: &str) -> Response<Body> {
+        match endpoint(&Method::GET, path) {
+            Ok(e) => answer(&d.jobs, e).await,
+            Err(refused) => refused.answer(),
+        }
+    }
+
+    #[test]
+    fn paths_and_methods_name_their_endpoint_or_their_error() {
+        assert_eq!(
+            endpoint(&Method::GET, "/v1/info").ok(),
+            Some(Endpoint::Info)
+        );
+        assert_eq!(
+            endpoint(&Method::GET, "/metrics").ok(),
+            Some(Endpoint::Metrics)
+        );
+        assert_eq!(
+            endpoint(&Method::DELETE, "/v1/jobs/a").ok(),
+            Some(Endpoint::Cancel("a".into()))
+        );
+        assert_eq!(
+            endpoint(&Method::GET, "/v1/jobs/%2E").ok(),
+            Some(Endpoint::Status(".".into()))
+        );
+        for (method, path, code) in [
+            (Method::PUT, "/v1/info", 405),
+            (Method::DELETE, "/metrics", 405),
+            (Method::GET, "/v1/jobs", 405),
+            (Method::PATCH, "/v1/jobs/a", 405),
+            (Method::GET, "/v2/info", 404),
+            (Method::GET, "/v1/jobsx", 404),
+        ] {
+            match endpoint(&method, path) {
+                Ok(e) => panic!("{method} {path} reached {e:?}"),
+                Err(refused) => {
+                    assert_eq!(refused.answer().status().as_u16(), code, "{method} {path}")
+                }
+            }
+        }
+    }
+
     #[tokio::test]
     async fn an_id_of_dots_is_reached_percent_encoded() {
         let d = engineless();
@@ -519,19 +602,19 @@ mod tests {
         if let crate::daemon::jobs::Submitted::State(h) = s {
             tokio::time::timeout(T, h.done()).await.unwrap();
         }
-        let got = answer(&d.jobs, &Method::GET, "/v1/jobs/%2E%2E").await;
+        let got = get(&d, "/v1/jobs/%2E%2E").await;
         assert_eq!(got.status().as_u16(), 200);
         let body = got.into_body().collect().await.unwrap().to_bytes();
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
         assert_eq!(v["job_id"], "..", "{v}");
         assert_eq!(
-            code_of(answer(&d.jobs, &Method::GET, "/v1/jobs/%2e").await).await,
+            code_of(get(&d, "/v1/jobs/%2e").await).await,
             (404, "not_found".to_string())
         );
         // Not UTF-8 once decoded, or outside the id's characters: no such job.
         for bad in ["/v1/jobs/%FF", "/v1/jobs/a%2Fb", "/v1/jobs/%2E%2E%00"] {
             assert_eq!(
-                code_of(answer(&d.jobs, &Method::GET, bad).await).await,
+                code_of(get(&d, bad).await).await,
                 (404, "not_found".to_string()),
                 "{bad}"
             );
