@@ -221,17 +221,7 @@ impl State {
     pub fn run_job_configured(&self, text: &[u8], config: Option<&str>) -> Value {
         let path = self.path().join("config.toml");
         std::fs::write(&path, hermetic(config.unwrap_or(""))).expect("write the configuration");
-        let out = self
-            .start_run_job(text)
-            .wait_with_output()
-            .expect("wait for the runner");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "run-job exits 0 whenever it printed a result; stderr: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let result = parse_result(&out.stdout);
+        let result = result_of(self.start_run_job(text), "a job");
         self.assert_clean();
         result
     }
@@ -303,6 +293,19 @@ impl Drop for State {
     fn drop(&mut self) {
         self.keep_runtime_record();
     }
+}
+
+/// The result a `run-job` prints, once it ends: it exits 0 whenever it printed one.
+/// `what` names the run in a failure.
+pub fn result_of(run_job: std::process::Child, what: &str) -> Value {
+    let out = run_job.wait_with_output().expect("wait for run-job");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}: run-job exits 0 whenever it printed a result; stderr: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    parse_result(&out.stdout)
 }
 
 pub fn parse_result(stdout: &[u8]) -> Value {

@@ -852,14 +852,7 @@ fn a_daemon_in_a_pid_namespace_leaves_another_runners_job_alone() {
         !sandbox_processes("dtest-pidns-other").is_empty(),
         "the other runner's job ended before the daemon started: the test proves nothing"
     );
-    let out = run.wait_with_output().expect("the other runner");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r = parse_result(&out.stdout);
+    let r = result_of(run, "the other runner");
     assert_status(&r, "ok", None);
     assert_eq!(r["output"], json!(1));
     // (A daemon this test killed earlier may have left warm sandboxes named for pid 1,

@@ -299,8 +299,7 @@ fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
         );
         std::thread::sleep(std::time::Duration::from_millis(500));
         let seen = nice_below(child.id());
-        let out = child.wait_with_output().expect("wait for the runner");
-        let r = parse_result(&out.stdout);
+        let r = result_of(child, &format!("warm: {warm}"));
         assert_status(&r, "ok", None);
         assert!(seen.len() >= 3, "warm: {warm}: the job's threads: {seen:?}");
         assert!(
@@ -510,16 +509,7 @@ fn two_runners_side_by_side_never_share_a_uid() {
         .collect();
     let results: Vec<Value> = runners
         .into_iter()
-        .map(|child| {
-            let out = child.wait_with_output().expect("wait for the runner");
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            parse_result(&out.stdout)
-        })
+        .map(|child| result_of(child, "one of two runners"))
         .collect();
     for r in &results {
         assert_status(r, "ok", None);
@@ -575,14 +565,7 @@ fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
         );
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
         kill(pid, signal).expect("signal the runner");
-        let out = child.wait_with_output().expect("wait for the runner");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{name}: run-job prints a result and exits 0: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r = parse_result(&out.stdout);
+        let r = result_of(child, name);
         assert_status(&r, "internal", Some("shutdown"));
         let message = r["message"].as_str().unwrap_or("");
         assert!(message.contains(&format!("interrupted ({name})")), "{r}");
