@@ -531,11 +531,13 @@ pub fn init_of_build_under(
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
-    let (r, w) = nix::unistd::pipe().expect("pipe");
+    // Close-on-exec, so that no child another test spawns meanwhile keeps a write end
+    // (the reads below wait for the last one); dup2 into the init's numbers clears it.
+    let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("pipe");
     let w_raw = w.as_raw_fd();
     let (gate, _gate_peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
     let gate_raw = gate.as_raw_fd();
-    let (plan_r, plan_w) = nix::unistd::pipe().expect("plan pipe");
+    let (plan_r, plan_w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).expect("plan pipe");
     // The plan is whole in the pipe before the init starts (far below a pipe's 64 KiB).
     std::fs::File::from(plan_w)
         .write_all(plan)
@@ -563,8 +565,15 @@ pub fn init_of_build_under(
             // The socket first out of the way of fd 3 (and of itself: dup2 onto the same
             // number would leave it close-on-exec).
             let gate = libc::fcntl(gate_raw, libc::F_DUPFD, 10);
+            // The reports' pipe onto 3, open across the exec (dup2 onto itself would
+            // leave it close-on-exec).
+            let reports = if w_raw == 3 {
+                libc::fcntl(3, libc::F_SETFD, 0)
+            } else {
+                libc::dup2(w_raw, 3)
+            };
             if gate < 0
-                || libc::dup2(w_raw, 3) < 0
+                || reports < 0
                 || libc::dup2(gate, openvibe_skill_runner::sandbox::exec_gate::GATE_FD) < 0
             {
                 return Err(std::io::Error::last_os_error());

@@ -205,7 +205,7 @@ mod tests {
 
     /// A local Media: `/good`, `/other` (different bytes), `/big` (2 MiB announced),
     /// `/stream` (2 MiB, no length), `/silent` (never answers), `/slow-*` (its own path,
-    /// after 300 ms), `/missing` (404).
+    /// after 400 ms), `/missing` (404).
     async fn server() -> SocketAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
@@ -230,7 +230,7 @@ mod tests {
                                 "/media/big" => Response::new(full(vec![b'x'; 2 << 20])),
                                 "/media/stream" => Response::new(Chunks(64).boxed()),
                                 slow if slow.starts_with("/media/slow-") => {
-                                    tokio::time::sleep(Duration::from_millis(300)).await;
+                                    tokio::time::sleep(Duration::from_millis(400)).await;
                                     Response::new(full(slow.as_bytes().to_vec()))
                                 }
                                 "/media/silent" => {
@@ -444,14 +444,14 @@ mod tests {
         assert!(matches!(e, InputError::Unavailable { .. }), "{e}");
     }
 
-    /// `media_timeout_ms` bounds the job's inputs together: three inputs of 300 ms each
-    /// do not fit in 500 ms, though each alone would.
+    /// `media_timeout_ms` bounds the job's inputs together: three inputs of 400 ms each
+    /// do not fit in 1000 ms, though each alone would (with room for a slow machine).
     #[tokio::test]
     async fn the_timeout_is_the_jobs_not_each_inputs() {
         let addr = server().await;
         let media = Media::new(
             &format!("http://{addr}/media"),
-            Duration::from_millis(500),
+            Duration::from_millis(1000),
             1 << 20,
         )
         .unwrap();
@@ -478,7 +478,7 @@ mod tests {
             .await
             .unwrap_err();
         assert!(
-            e.to_string().contains("media_timeout_ms (500 ms for all"),
+            e.to_string().contains("media_timeout_ms (1000 ms for all"),
             "{e}"
         );
     }

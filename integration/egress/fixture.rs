@@ -525,8 +525,8 @@ impl EgressNet {
     pub fn snapshot(&self) -> Snapshot {
         let link = self.link.clone();
         Snapshot {
-            root_links: link_names(&["ip", "-o", "link", "show"]),
-            netns: netns_names(),
+            root_links: ours_or_no_suites(link_names(&["ip", "-o", "link", "show"])),
+            netns: ours_or_no_suites(netns_names()),
             link_links: link_names(&["ip", "-n", &self.link, "-o", "link", "show"]),
             link_sockets: in_netns(&link, local_sockets),
         }
@@ -1131,6 +1131,24 @@ pub fn netns_names() -> BTreeSet<String> {
         .lines()
         .filter_map(|l| l.split_whitespace().next())
         .map(str::to_string)
+        .collect()
+}
+
+/// Host-wide names without those another test process's fixture made (`ovsr-<pid>-…`
+/// namespaces, `ov<pid in hex>x…` veths): a suite running beside this one on the host
+/// makes and removes its own meanwhile.
+fn ours_or_no_suites(names: BTreeSet<String>) -> BTreeSet<String> {
+    let me = std::process::id();
+    let pid_in = |name: &str| -> Option<u32> {
+        if let Some(rest) = name.strip_prefix("ovsr-") {
+            return rest.split('-').next()?.parse().ok();
+        }
+        let hex = name.strip_prefix("ov")?.split_once('x')?.0;
+        u32::from_str_radix(hex, 16).ok()
+    };
+    names
+        .into_iter()
+        .filter(|n| pid_in(n).is_none_or(|pid| pid == me))
         .collect()
 }
 

@@ -330,6 +330,12 @@ impl Journal {
         self.conn.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Whether a call holds the connection now (a test's way to know a write is under way).
+    #[cfg(test)]
+    pub fn busy(&self) -> bool {
+        self.conn.try_lock().is_err()
+    }
+
     /// The connection for a write, once the file at the path is known to be its own.
     fn writable(&self) -> Result<std::sync::MutexGuard<'_, Open>, JournalError> {
         let mut open = self.conn();

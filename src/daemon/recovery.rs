@@ -264,15 +264,18 @@ mod tests {
         let me = std::process::id();
         // Recovery runs before this daemon made anything: its own pid is an earlier one's.
         assert!(is_leftover(&format!("j.{me}.1"), &[]));
-        assert!(is_leftover("j.4000000.1", &[]), "a pid that cannot exist");
+        assert!(
+            is_leftover("j.4194305.1", &[]),
+            "a pid above the kernel's limit (PID_MAX_LIMIT, 2^22), which cannot exist"
+        );
         // ...unless a live uid lease names it: another runner's job, whose pid (of a pid
         // namespace of its own, where it may be 1, as this daemon's may) tells nothing. The
         // leases are read only when the pid rules would take a name.
         let names = || {
             [
                 format!("j.{me}.1"),
-                "j.4000000.1".into(),
-                "j.4000000.2".into(),
+                "j.4194305.1".into(),
+                "j.4194305.2".into(),
             ]
             .into_iter()
             .chain(["not-a-job".to_string()])
@@ -280,12 +283,12 @@ mod tests {
         let live = || {
             Ok(BTreeSet::from([
                 format!("j.{me}.1"),
-                "j.4000000.1".to_string(),
+                "j.4194305.1".to_string(),
             ]))
         };
         assert_eq!(
             leftovers_among(names(), &[], live),
-            Ok(BTreeSet::from(["j.4000000.2".to_string()]))
+            Ok(BTreeSet::from(["j.4194305.2".to_string()]))
         );
         let unread = || -> Result<BTreeSet<String>, String> { Err("unreadable".into()) };
         assert_eq!(
@@ -358,14 +361,14 @@ mod tests {
             mine <= now + 1_000 && mine > now - 3_600_000,
             "this test process started within the hour: {mine} against {now}"
         );
-        assert_eq!(started_ms(4_000_000), None);
+        assert_eq!(started_ms(4_194_305), None);
     }
 
     #[test]
     fn job_directories_of_dead_runners_are_removed() {
         let tmp = tempfile::tempdir().unwrap();
         let jobs = tmp.path().join("jobs");
-        let dead = jobs.join("old.4000000.3");
+        let dead = jobs.join("old.4194305.3");
         std::fs::create_dir_all(dead.join("skill/tools")).unwrap();
         std::fs::write(dead.join("skill/tools/a.js"), "x").unwrap();
         let mine = jobs.join(format!("cur.{}.1", std::process::id()));

@@ -544,8 +544,14 @@ async fn a_job_whose_row_is_committed_as_the_journal_file_is_replaced_is_accepte
         d.jobs.load().1 == 1
     })
     .await;
-    // Into the row's write, which waits for the lock (10 s at most).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Into the row's write, which waits for the lock (10 s at most): the journal's
+    // connection is held, and the file's check before the write takes a stat.
+    until("the row's write waits for the lock", || {
+        d.jobs.journal.busy()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(d.jobs.journal.busy(), "the row's write waits for the lock");
     let foreign = d._dir.path().join("foreign");
     std::fs::write(&foreign, "not the journal").expect("a foreign file");
     std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");

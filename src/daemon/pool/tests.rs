@@ -451,7 +451,8 @@ async fn shutdown_discards_a_sandbox_still_being_made() {
     assert_eq!(pool.info().ready, 0);
 }
 
-#[tokio::test]
+/// On tokio's paused clock: the backoff is waited exactly, however loaded the machine.
+#[tokio::test(start_paused = true)]
 async fn a_warm_up_that_fails_is_counted_and_tried_again_later() {
     let warmer = FakeWarmer::default();
     warmer.fail.store(true, Ordering::SeqCst);

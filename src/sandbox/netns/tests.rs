@@ -26,6 +26,10 @@ fn fd_id(fd: impl AsFd) -> NsId {
     (st.st_dev, st.st_ino)
 }
 
+/// The host's wildcard `local` routes (`local 0.0.0.0/0` and `local ::/0`, which `ip`
+/// shows as `local default`), the ones a namespace's setup adds in the namespace: made on
+/// the host they would take every address as the host's own. Only these are compared, as
+/// another program may add and remove the host's other addresses meanwhile.
 fn host_local_routes() -> String {
     let mut all = String::new();
     for args in [
@@ -36,8 +40,16 @@ fn host_local_routes() -> String {
             .args(args)
             .output()
             .expect("run ip");
-        all.push_str(&String::from_utf8_lossy(&out.stdout));
-        all.push_str(&String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            let mut words = line.split_whitespace();
+            if words.next() == Some("local")
+                && matches!(words.next(), Some("default" | "0.0.0.0/0" | "::/0"))
+            {
+                all.push_str(line);
+                all.push('\n');
+            }
+        }
     }
     all
 }
@@ -252,7 +264,9 @@ fn a_port_nobody_listens_on_is_refused_at_once() {
             ),
             Ok(_) => panic!("connect to {target} succeeded"),
         }
-        assert!(took < Duration::from_millis(500), "refusal took {took:?}");
+        // ECONNREFUSED is the reset the job's stack got: a connection left unanswered
+        // ends in the 1 s timeout with ETIMEDOUT instead. The time only tells more.
+        eprintln!("refused in {took:?}");
     }
 }
 
