@@ -685,17 +685,33 @@ fn make_job_dir(jobs_dir: &Path, unique: &str) -> std::io::Result<JobDir> {
     if make_jobs_dir(jobs_dir)? {
         tracing::warn!(dir = %jobs_dir.display(), "the jobs folder was missing; made again");
     }
-    let dir = jobs_dir.join(unique);
-    std::fs::create_dir(&dir)?;
-    Ok(JobDir(dir))
+    JobDir::create(jobs_dir.join(unique))
 }
 
 /// A cold job's directory, removed when the job is done with it: also when its run
 /// unwinds (a panic in the engine), which would skip a removal written after the run.
 struct JobDir(PathBuf);
 
+impl JobDir {
+    /// Makes `dir`, which must not exist: one already there is another job's (or another
+    /// runner's), left alone, and an error.
+    fn create(dir: PathBuf) -> std::io::Result<JobDir> {
+        std::fs::create_dir(&dir)?;
+        Ok(JobDir(dir))
+    }
+
+    /// Kept past this guard: a warm sandbox's, which its discard removes.
+    fn keep(mut self) -> PathBuf {
+        // An empty path is what the drop below leaves alone.
+        std::mem::take(&mut self.0)
+    }
+}
+
 impl Drop for JobDir {
     fn drop(&mut self) {
+        if self.0.as_os_str().is_empty() {
+            return;
+        }
         if let Err(e) = remove_job_dir(&self.0) {
             tracing::error!(dir = %self.0.display(), error = %e, "job directory left behind");
         }
@@ -781,6 +797,14 @@ mod tests {
         let path = ours.0.clone();
         drop(ours);
         assert!(!path.exists());
+        // A warm sandbox's is kept past its guard once the sandbox is made.
+        let kept = JobDir::create(jobs.join("w.1.2")).expect("made").keep();
+        assert!(kept.is_dir(), "a kept folder stays");
+        let e = JobDir::create(kept.clone())
+            .err()
+            .expect("the name is taken");
+        assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
+        assert!(kept.is_dir(), "a folder already there is not the guard's");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! Nothing of the job is in it before the hand-over (no file, no input), so nothing of a
 //! tool runs while it waits; the only code running is Node's start and the preload.
 
-use super::{remove_job_dir, Engine, Removal};
+use super::{remove_job_dir, Engine, JobDir, Removal};
 use crate::cancel::Cancel;
 use crate::job::{JobResult, Net, ValidJob};
 use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
@@ -206,12 +206,17 @@ impl Engine {
                 shape.net.as_str()
             ));
         }
-        let dir = self.jobs_dir.join(&unique);
-        let made = self.warm_up_in(shape, &unique, &dir).await;
-        if made.is_err() {
-            if let Err(e) = remove_job_dir(&dir) {
-                tracing::error!(dir = %dir.display(), error = %e, "warm sandbox directory left behind");
-            }
+        // The lease names the sandbox before its directory and cgroup exist.
+        let lease = self.uids.lease(&unique)?;
+        // The jobs folder is not made here: a missing one is for the daemon's check to
+        // make again and report, and the pool tries again later. A folder already there
+        // under this name is not this sandbox's: an error, left alone.
+        let dir = JobDir::create(self.jobs_dir.join(&unique))
+            .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
+        let made = self.warm_up_in(shape, &unique, &dir.0, lease).await;
+        // Made: its discard removes the folder. Not made: the guard does, now.
+        if made.is_ok() {
+            dir.keep();
         }
         made
     }
@@ -221,16 +226,12 @@ impl Engine {
         shape: Shape,
         unique: &str,
         dir: &Path,
+        lease: crate::sandbox::uids::UidLease,
     ) -> Result<WarmSandbox, String> {
         let paths = JobPaths {
             root: dir.join("root"),
         };
-        // The jobs folder is not made here: a missing one is for the daemon's check to
-        // make again and report, and the pool tries again later.
-        // The lease names the sandbox before its directory and cgroup exist.
-        let lease = self.uids.lease(unique)?;
-        std::fs::create_dir(dir)
-            .and_then(|_| std::fs::create_dir(&paths.root))
+        std::fs::create_dir(&paths.root)
             .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
         let omit = &self.config.runner.omit_layers;
         let cgroup = self
