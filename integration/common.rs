@@ -528,6 +528,18 @@ pub fn init_of_build_under(
     plan: &[u8],
     filter: Option<&seccompiler::BpfProgram>,
 ) -> (std::process::ExitStatus, String, Vec<u8>) {
+    init_of_build_with(exe, build, plan, filter, |_| {})
+}
+
+/// [`init_of_build_under`], calling `meanwhile` with the init stage once it is started,
+/// before its reports are read.
+pub fn init_of_build_with(
+    exe: &str,
+    build: &str,
+    plan: &[u8],
+    filter: Option<&seccompiler::BpfProgram>,
+    meanwhile: impl FnOnce(&std::process::Child),
+) -> (std::process::ExitStatus, String, Vec<u8>) {
     use std::io::{Read, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::process::CommandExt;
@@ -600,6 +612,7 @@ pub fn init_of_build_under(
     let mut child = cmd.spawn().expect("spawn the init");
     drop(w);
     drop(gate);
+    meanwhile(&child);
     let mut reports = String::new();
     std::fs::File::from(r)
         .read_to_string(&mut reports)

@@ -301,6 +301,10 @@ pub struct Plan {
     /// Layers left out (the layer matrix, test-only), with what each implies
     /// ([`with_implied`]), sorted; empty in real use. For the record only, like `fault`.
     pub omit: Vec<Layer>,
+    /// A test hook, 0 in real use: pid 1 waits this long before it sets its parent-death
+    /// signal, which widens the moment in which a runner killed would leave it behind
+    /// (`integration/cgroup.rs` proves pid 1 follows it all the same).
+    pub pid_one_pause_ms: u32,
 }
 
 impl Plan {
@@ -718,6 +722,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         net: job.net,
         fault: None,
         omit,
+        pid_one_pause_ms: 0,
     };
     if let Some(fault) = fault {
         inject(&mut plan, fault)?;

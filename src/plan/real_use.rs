@@ -52,6 +52,7 @@ impl Plan {
             (self.seccomp.is_some(), "seccomp"),
             (
                 self.fault.is_none()
+                    && self.pid_one_pause_ms == 0
                     && self
                         .omit
                         .iter()

@@ -184,6 +184,12 @@ fn a_plan_in_real_use_leaves_nothing_out() {
     assert!(plan(24, true).omit.is_empty());
     assert!(Layer::ALL.iter().all(|l| !plan(24, true).omits(*l)));
     assert_eq!(plan(24, true).short_of_real_use(), Vec::<&str>::new());
+    assert_eq!(plan(24, true).pid_one_pause_ms, 0);
+    // pid 1 held before its parent-death signal is a test's plan only.
+    let mut held = plan(24, true);
+    held.pid_one_pause_ms = 1;
+    assert_eq!(held.short_of_real_use(), ["no test hook"]);
+    assert!(held.refused_without_hooks(false).is_some());
     let egress = job_with_net(Net::Public);
     let p = try_plan(&egress, 6, None, &[]).expect("a plan");
     assert!(p.join_netns.is_some());

@@ -215,6 +215,13 @@ pub fn main() -> ! {
             fail("set the job's clocks", e);
         }
     }
+    // Pid 1 sets its parent-death signal only once it runs: if this process is gone by
+    // then (the runner killed, and this process with it), no signal ever comes. It
+    // checks, through this descriptor, that this process still lives after setting it.
+    let parent = match pidfd_of_self() {
+        Ok(fd) => fd,
+        Err(e) => fail("parent death signal", e),
+    };
     let (forked, move_in) = match cgroup_dir {
         // SAFETY: this process is single-threaded (a fresh exec that started no thread).
         None => (unsafe { fork() }, None),
@@ -243,12 +250,41 @@ pub fn main() -> ! {
         ),
         Ok(ForkResult::Parent { child }) => {
             drop(move_in);
+            drop(parent);
             close_stdio();
             exec_gate::close_inherited();
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
             std::process::exit(0);
         }
-        Ok(ForkResult::Child) => pid_one(plan, move_in),
+        Ok(ForkResult::Child) => pid_one(plan, move_in, parent),
+    }
+}
+
+/// A descriptor of this process (`pidfd_open`), readable once it has ended; close-on-exec.
+fn pidfd_of_self() -> std::io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let fd = i32::try_from(fd).map_err(std::io::Error::other)?;
+    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the process `pidfd` names still runs: its descriptor is not readable yet.
+fn still_runs(pidfd: &std::os::fd::OwnedFd) -> Result<bool, String> {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd as _;
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    loop {
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(0) => return Ok(true),
+            Ok(_) => return Ok(false),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(format!("poll the init stage's pidfd: {e}")),
+        }
     }
 }
 
@@ -365,9 +401,24 @@ fn close_stdio() {
 
 /// B: pid 1 of the job. Forks Node's process and reports its end; in a warm sandbox,
 /// first lays the job's files into the root at the hand-over.
-fn pid_one(plan: Plan, move_in: Option<MoveIn>) -> ! {
+fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) -> ! {
+    if plan.pid_one_pause_ms > 0 {
+        // The test hook (a plan with it is refused by a build without the hooks).
+        std::thread::sleep(std::time::Duration::from_millis(
+            plan.pid_one_pause_ms.into(),
+        ));
+    }
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         fail("parent death signal", e);
+    }
+    // The init stage may have ended before the signal was set: then it never comes.
+    match still_runs(&parent) {
+        Ok(true) => drop(parent),
+        Ok(false) => fail(
+            "parent death signal",
+            "the init stage ended before pid 1 set its parent-death signal; pid 1 follows it",
+        ),
+        Err(e) => fail("parent death signal", e),
     }
     // v2 where clone3 was refused: into the job's cgroup first, before anything else.
     if let Some(move_in) = move_in {
