@@ -16,8 +16,9 @@ pub(crate) trait Systemd: std::fmt::Debug {
     /// systemd marked `dir` as delegated (the `trusted.delegate` or `user.delegate`
     /// extended attribute it sets on the cgroup of a unit with `Delegate=yes`).
     fn marks_delegated(&self, dir: &Path) -> bool;
-    /// Start a transient scope with `Delegate=yes` holding `pid` (the runner itself) and
-    /// return the scope's unit name and the cgroup path the process is in once it moved.
+    /// Start a transient scope with `Delegate=yes` holding the runner itself (`pid`, as
+    /// the runner sees it, names the scope) and return the scope's unit name and the
+    /// cgroup path the process is in once it moved.
     fn start_scope(&self, pid: i32) -> Result<(String, String), CgroupError>;
 }
 
@@ -121,21 +122,27 @@ impl Systemd for HostSystemd {
 
 fn start_scope_now(pid: i32) -> Result<(String, String), CgroupError> {
     {
-        let pid_u32 = u32::try_from(pid).map_err(|_| dbus_error(format!("invalid pid {pid}")))?;
         let conn = connect()?;
         let mut last_error = String::new();
         // A scope of an earlier runner with this pid may linger (a job cgroup that could
-        // not be removed keeps it): try a few names.
+        // not be removed keeps it), and runners in containers share pids (each may be
+        // pid 1 of its own): after the plain name, a few drawn at random.
         for attempt in 0..4u32 {
             let unit = if attempt == 0 {
                 format!("openvibe-skill-runner-{pid}.scope")
             } else {
-                format!("openvibe-skill-runner-{pid}-{attempt}.scope")
+                format!(
+                    "openvibe-skill-runner-{pid}-{:08x}.scope",
+                    crate::sandbox::random_u32()
+                )
             };
             let description = format!("openvibe-skill-runner (pid {pid}) and its jobs");
             let properties: Vec<(&str, zbus::zvariant::Value<'_>)> = vec![
                 ("Description", description.as_str().into()),
-                ("PIDs", vec![pid_u32].into()),
+                // 0: the sender of this request, as systemd sees it. The runner's own
+                // pid is the number in its pid namespace, which in a container is
+                // another process's in systemd's (a process the runner did not start).
+                ("PIDs", vec![0u32].into()),
                 ("Delegate", true.into()),
                 ("CollectMode", "inactive-or-failed".into()),
             ];
