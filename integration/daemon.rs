@@ -1465,10 +1465,11 @@ fn a_full_disk_never_changes_an_answer() {
     let before = d.post_wait(&job("dtest-full-before", ONE, 5000));
     assert_status(&before, "ok", None);
 
-    // A client waits for a job; the disk fills while the job runs.
+    // A client waits for a job; the disk fills while the job runs (it ends 3 s after it
+    // started: room for a loaded machine between seeing it run and filling the disk).
     let (sock, body) = (
         d.socket(),
-        serde_json::to_vec(&late("dtest-full-late", 1500)).expect("json"),
+        serde_json::to_vec(&late("dtest-full-late", 3000)).expect("json"),
     );
     let waiting = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -539,13 +539,10 @@ impl EgressNet {
     /// and the veths in it, lives as long as something holds it), no veth on the host.
     pub fn finish(mut self) {
         self.assert_no_hits();
-        let problems = self.teardown();
-        assert!(problems.is_empty(), "tearing down: {problems:?}");
-        let names: Vec<String> = netns_names()
-            .into_iter()
-            .filter(|n| n.starts_with(&format!("{}-", self.prefix)))
-            .collect();
-        assert!(names.is_empty(), "namespaces left: {names:?}");
+        let problems = self.stop_peers();
+        assert!(problems.is_empty(), "stopping the peers: {problems:?}");
+        // While the namespaces are still mounted, so their inode numbers are theirs alone
+        // (a namespace made once one is freed gets its number: a job of a test beside).
         let mut holders = namespace_holders(&self.inodes);
         let deadline = Instant::now() + Duration::from_secs(3);
         while !holders.is_empty() && Instant::now() < deadline {
@@ -556,6 +553,13 @@ impl EgressNet {
             holders.is_empty(),
             "tasks still in the fixture's namespaces: {holders:?}"
         );
+        let problems = self.teardown();
+        assert!(problems.is_empty(), "tearing down: {problems:?}");
+        let names: Vec<String> = netns_names()
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("{}-", self.prefix)))
+            .collect();
+        assert!(names.is_empty(), "namespaces left: {names:?}");
         let veths: Vec<String> = link_names(&["ip", "-o", "link", "show"])
             .into_iter()
             .filter(|n| n.starts_with(&self.veth_prefix))
@@ -568,6 +572,24 @@ impl EgressNet {
             return Vec::new();
         }
         self.done = true;
+        let mut problems = self.stop_peers();
+        for ns in self.namespaces.iter().rev() {
+            let out = Command::new("ip").args(["netns", "del", ns]).output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => problems.push(format!(
+                    "ip netns del {ns}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                )),
+                Err(e) => problems.push(format!("ip netns del {ns}: {e}")),
+            }
+        }
+        self.namespaces.clear();
+        problems
+    }
+
+    /// Stops the upstream and every thread of the fixture (again: nothing left to stop).
+    fn stop_peers(&mut self) -> Vec<String> {
         let mut problems = Vec::new();
         self.stop.store(true, Ordering::SeqCst);
         if let Some(mut child) = self.upstream.take() {
@@ -586,18 +608,6 @@ impl EgressNet {
                 }
             }
         }
-        for ns in self.namespaces.iter().rev() {
-            let out = Command::new("ip").args(["netns", "del", ns]).output();
-            match out {
-                Ok(o) if o.status.success() => {}
-                Ok(o) => problems.push(format!(
-                    "ip netns del {ns}: {}",
-                    String::from_utf8_lossy(&o.stderr)
-                )),
-                Err(e) => problems.push(format!("ip netns del {ns}: {e}")),
-            }
-        }
-        self.namespaces.clear();
         problems
     }
 }

@@ -423,5 +423,14 @@ fn align4(len: usize) -> usize {
     len.saturating_add(3) & !3
 }
 
+/// Unit tests that make namespaces take turns: one looks for a namespace's inode in the
+/// whole test process, and the inode number of a namespace freed is the next one made
+/// (the kernel hands out the lowest free), by whichever test makes it.
+#[cfg(test)]
+pub(crate) fn test_namespaces_one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests;

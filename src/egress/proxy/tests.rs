@@ -64,6 +64,7 @@ fn padded_query(id: u16, name: &str, pad: usize) -> Vec<u8> {
 fn udp_queries_are_answered_from_the_address_asked() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
+    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
     if let Some(missing) = netns::missing_capabilities() {
         crate::test_skips::skipped("udp_queries_are_answered_from_the_address_asked", &missing);
         return;
@@ -126,6 +127,7 @@ fn udp_queries_are_answered_from_the_address_asked() {
 fn udp_queries_too_long_or_past_the_cap_are_dropped() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
+    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
     if let Some(missing) = netns::missing_capabilities() {
         crate::test_skips::skipped("udp_queries_too_long_or_past_the_cap_are_dropped", &missing);
         return;
@@ -240,6 +242,7 @@ impl std::io::Write for Lines {
 fn a_job_writes_a_bounded_number_of_log_lines_however_many_attempts() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
+    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
     if let Some(missing) = netns::missing_capabilities() {
         crate::test_skips::skipped(
             "a_job_writes_a_bounded_number_of_log_lines_however_many_attempts",

@@ -5,13 +5,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::os::unix::fs::MetadataExt;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
-
-/// The tests run one at a time: test 5 looks for a namespace's inode in the whole
-/// process, and an inode number freed by one test could be reused by another's
-/// namespace.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 /// (device, inode) of a namespace.
 type NsId = (u64, u64);
@@ -64,7 +58,7 @@ struct Guard {
 
 impl Guard {
     fn new() -> Guard {
-        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+        let serial = test_namespaces_one_at_a_time();
         Guard {
             _serial: serial,
             ns_before: thread_netns(),
