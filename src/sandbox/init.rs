@@ -216,10 +216,13 @@ pub fn main() -> ! {
         }
     }
     // Pid 1 sets its parent-death signal only once it runs: if this process is gone by
-    // then (the runner killed, and this process with it), no signal ever comes. It
-    // checks, through this descriptor, that this process still lives after setting it.
-    let parent = match pidfd_of_self() {
-        Ok(fd) => fd,
+    // then (the runner killed, and this process with it), no signal ever comes. This
+    // process holds the write end of a pipe until it exits; pid 1 closes its own copy,
+    // sets the signal, then finds the pipe hung up if this process has gone. A dying
+    // process closes its descriptors before the kernel sends its children their
+    // parent-death signals, so one of the two always reaches pid 1.
+    let (parent, parent_alive) = match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+        Ok((read, write)) => (read, write),
         Err(e) => fail("parent death signal", e),
     };
     let (forked, move_in) = match cgroup_dir {
@@ -251,39 +254,32 @@ pub fn main() -> ! {
         Ok(ForkResult::Parent { child }) => {
             drop(move_in);
             drop(parent);
+            // Held open until this process exits (see above).
+            let _alive = parent_alive;
             close_stdio();
             exec_gate::close_inherited();
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
             std::process::exit(0);
         }
-        Ok(ForkResult::Child) => pid_one(plan, move_in, parent),
+        Ok(ForkResult::Child) => {
+            drop(parent_alive);
+            pid_one(plan, move_in, parent)
+        }
     }
 }
 
-/// A descriptor of this process (`pidfd_open`), readable once it has ended; close-on-exec.
-fn pidfd_of_self() -> std::io::Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd as _;
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    let fd = i32::try_from(fd).map_err(std::io::Error::other)?;
-    // SAFETY: `fd` was just returned by the kernel and nothing else owns it.
-    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
-}
-
-/// Whether the process `pidfd` names still runs: its descriptor is not readable yet.
-fn still_runs(pidfd: &std::os::fd::OwnedFd) -> Result<bool, String> {
+/// Whether the init stage still runs: the pipe it holds the only write end of has not
+/// hung up (nothing is ever written to it).
+fn still_runs(parent: &std::os::fd::OwnedFd) -> Result<bool, String> {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
     use std::os::fd::AsFd as _;
-    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    let mut fds = [PollFd::new(parent.as_fd(), PollFlags::POLLIN)];
     loop {
         match poll(&mut fds, PollTimeout::ZERO) {
             Ok(0) => return Ok(true),
             Ok(_) => return Ok(false),
             Err(nix::errno::Errno::EINTR) => continue,
-            Err(e) => return Err(format!("poll the init stage's pidfd: {e}")),
+            Err(e) => return Err(format!("poll the init stage's pipe: {e}")),
         }
     }
 }
