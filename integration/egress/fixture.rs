@@ -1150,16 +1150,20 @@ pub fn netns_names() -> BTreeSet<String> {
 fn ours_or_no_suites(names: BTreeSet<String>) -> BTreeSet<String> {
     let me = std::process::id();
     let pid_in = |name: &str| -> Option<u32> {
-        if let Some(rest) = name.strip_prefix("ovsr-") {
-            return rest.split('-').next()?.parse().ok();
-        }
-        let hex = name.strip_prefix("ov")?.split_once('x')?.0;
-        u32::from_str_radix(hex, 16).ok()
+        fixture_pid(name).or_else(|| {
+            let hex = name.strip_prefix("ov")?.split_once('x')?.0;
+            u32::from_str_radix(hex, 16).ok()
+        })
     };
     names
         .into_iter()
         .filter(|n| pid_in(n).is_none_or(|pid| pid == me))
         .collect()
+}
+
+/// The test process that made a fixture's namespace `ovsr-<pid>-…`.
+fn fixture_pid(netns: &str) -> Option<u32> {
+    netns.strip_prefix("ovsr-")?.split('-').next()?.parse().ok()
 }
 
 fn link_names(cmd: &[&str]) -> BTreeSet<String> {
@@ -1243,10 +1247,7 @@ fn namespace_holders(inodes: &[u64]) -> Vec<String> {
 /// pid namespace sharing `/run/netns`, whose namespaces its processes are in.
 fn remove_stale_namespaces() {
     for ns in netns_names() {
-        let Some(rest) = ns.strip_prefix("ovsr-") else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+        let Some(pid) = fixture_pid(&ns) else {
             continue;
         };
         if Path::new(&format!("/proc/{pid}")).exists() {

@@ -290,10 +290,7 @@ async fn route(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
     // No other request takes a body: whatever came is read and dropped, so the answer
     // reaches the caller and the connection stays usable.
     let whole = discard_body(req.into_body(), jobs.body_timeout).await;
-    let mut r = match target {
-        Ok(e) => answer(jobs, e).await,
-        Err(refused) => refused.answer(),
-    };
+    let mut r = respond(jobs, target).await;
     if !whole {
         r.headers_mut()
             .insert(CONNECTION, HeaderValue::from_static("close"));
@@ -364,6 +361,14 @@ fn endpoint(method: &Method, path: &str) -> Result<Endpoint, Refused> {
             }
             None => Err(Refused::NotFound),
         },
+    }
+}
+
+/// The answer to a request without a body: its endpoint's, or why it has none.
+async fn respond(jobs: &Arc<Jobs>, target: Result<Endpoint, Refused>) -> Response<Body> {
+    match target {
+        Ok(e) => answer(jobs, e).await,
+        Err(refused) => refused.answer(),
     }
 }
 
@@ -550,10 +555,7 @@ mod tests {
     }
 
     async fn get(d: &crate::daemon::jobs::tests::Daemon, path: &str) -> Response<Body> {
-        match endpoint(&Method::GET, path) {
-            Ok(e) => answer(&d.jobs, e).await,
-            Err(refused) => refused.answer(),
-        }
+        respond(&d.jobs, endpoint(&Method::GET, path)).await
     }
 
     #[test]

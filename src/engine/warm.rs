@@ -188,6 +188,10 @@ fn shape_job(shape: Shape, id: &str) -> ValidJob {
     }
 }
 
+fn cannot_create_dir(e: std::io::Error) -> String {
+    format!("cannot create the warm sandbox's directory: {e}")
+}
+
 impl Engine {
     /// Makes one warm sandbox of `shape`: cgroup, namespaces, root, every layer, Node
     /// started with the contract's flags and the preload, waiting at its gate. Its
@@ -211,8 +215,7 @@ impl Engine {
         // The jobs folder is not made here: a missing one is for the daemon's check to
         // make again and report, and the pool tries again later. A folder already there
         // under this name is not this sandbox's: an error, left alone.
-        let dir = JobDir::create(self.jobs_dir.join(&unique))
-            .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
+        let dir = JobDir::create(self.jobs_dir.join(&unique)).map_err(cannot_create_dir)?;
         let made = self.warm_up_in(shape, &unique, &dir.0, lease).await;
         // Made: its discard removes the folder. Not made: the guard does, now.
         if made.is_ok() {
@@ -231,8 +234,7 @@ impl Engine {
         let paths = JobPaths {
             root: dir.join("root"),
         };
-        std::fs::create_dir(&paths.root)
-            .map_err(|e| format!("cannot create the warm sandbox's directory: {e}"))?;
+        std::fs::create_dir(&paths.root).map_err(cannot_create_dir)?;
         let omit = &self.config.runner.omit_layers;
         let cgroup = self
             .create_cgroup(unique, shape.mem_bytes)

@@ -33,8 +33,9 @@
 //!      detection) treats the cgroup above as its own.
 //!   2. with systemd as init (a login shell, `sudo`, a service without `Delegate=yes`): the
 //!      runner asks systemd over D-Bus for a transient scope
-//!      `openvibe-skill-runner-<pid>.scope` with `Delegate=yes` holding only its own
-//!      process, as the container runtimes' systemd driver does, then as in 1. Nothing
+//!      `openvibe-skill-runner-<pid>.scope` (a random suffix when that name is taken)
+//!      with `Delegate=yes` holding only its own process (named as the request's sender,
+//!      pid 0), as the container runtimes' systemd driver does, then as in 1. Nothing
 //!      else moves; systemd removes the scope when the runner is gone.
 //!   3. without systemd: a cgroup of the runner's own below the root,
 //!      `/sys/fs/cgroup/openvibe-skill-runner`, the runner moved (alone) into its leaf
