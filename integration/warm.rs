@@ -585,6 +585,34 @@ fn a_warm_job_is_held_to_its_memory_limit() {
     setup.assert_clean(&["warm-bomb"]);
 }
 
+/// A folder already there under a warm sandbox's name is another's (a runner of the same
+/// pid in another pid namespace): the warm-up fails and leaves it as it was.
+#[test]
+fn a_warm_up_whose_folder_is_taken_fails_and_leaves_the_folder_alone() {
+    let setup = Setup::new();
+    let name = format!("{}0", warm_prefix());
+    let theirs = setup.engine.jobs_dir().join(&name);
+    std::fs::create_dir_all(theirs.join("root")).expect("another's folder");
+    std::fs::write(theirs.join("root/marker"), "theirs").expect("its file");
+    let made = setup
+        .rt
+        .block_on(setup.engine.warm_up_named(Shape::default_job(), &name));
+    let e = made.err().expect("the name is taken");
+    assert!(
+        e.contains("cannot create the warm sandbox's directory") && e.contains("exists"),
+        "{e}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(theirs.join("root/marker"))
+            .ok()
+            .as_deref(),
+        Some("theirs"),
+        "the other folder was touched"
+    );
+    std::fs::remove_dir_all(&theirs).expect("the test's folder removed");
+    setup.assert_clean(&[]);
+}
+
 /// A job whose shape has no warm sandbox runs cold, and the sandbox stays for its own.
 #[test]
 fn a_job_of_another_shape_runs_cold() {

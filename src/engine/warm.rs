@@ -202,6 +202,13 @@ impl Engine {
         self.warm_up_as(shape, unique).await
     }
 
+    /// [`Self::warm_up`] under a name the caller gives (a test's: the engine draws its
+    /// names at random).
+    #[cfg(feature = "test-hooks")]
+    pub async fn warm_up_named(&self, shape: Shape, unique: &str) -> Result<WarmSandbox, String> {
+        self.warm_up_as(shape, unique.to_string()).await
+    }
+
     /// [`Engine::warm_up`] under the name `unique` (the job directory's and the cgroup's).
     async fn warm_up_as(&self, shape: Shape, unique: String) -> Result<WarmSandbox, String> {
         if !self.warmable(shape) {
