@@ -203,8 +203,8 @@ impl Engine {
     }
 
     /// [`Self::warm_up`] under a name the caller gives (a test's: the engine draws its
-    /// names at random).
-    #[cfg(feature = "test-hooks")]
+    /// names at random). It weakens nothing: a name already taken fails the warm-up.
+    #[doc(hidden)]
     pub async fn warm_up_named(&self, shape: Shape, unique: &str) -> Result<WarmSandbox, String> {
         self.warm_up_as(shape, unique.to_string()).await
     }
