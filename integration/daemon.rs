@@ -919,6 +919,86 @@ fn kill_9_mid_job_then_restart_leaves_nothing_and_ends_the_job_internal() {
     assert_host_clean("dtest-k9");
 }
 
+/// A file made immutable (`FS_IMMUTABLE_FL`: not even root removes it) until dropped.
+struct Immutable(std::fs::File);
+
+impl Immutable {
+    const GET_FLAGS: libc::c_ulong = 0x8008_6601;
+    const SET_FLAGS: libc::c_ulong = 0x4008_6602;
+
+    fn make(path: &Path) -> Immutable {
+        let file = std::fs::File::create(path).expect("the file to make immutable");
+        let it = Immutable(file);
+        it.set(true).expect("make the file immutable");
+        it
+    }
+
+    fn set(&self, on: bool) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd as _;
+        let fd = self.0.as_raw_fd();
+        let mut flags: libc::c_int = 0;
+        // SAFETY: FS_IOC_GETFLAGS writes one int through the pointer, to a local we own.
+        if unsafe { libc::ioctl(fd, Self::GET_FLAGS, &mut flags) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        flags = if on { flags | 0x10 } else { flags & !0x10 };
+        // SAFETY: FS_IOC_SETFLAGS reads one int through the pointer, a local we own.
+        if unsafe { libc::ioctl(fd, Self::SET_FLAGS, &flags) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        // Else the test's folder could not be removed either.
+        if let Err(e) = self.set(false) {
+            eprintln!("cannot make the file removable again: {e}");
+        }
+    }
+}
+
+#[test]
+fn a_leftover_that_cannot_be_removed_at_start_is_removed_once_it_can() {
+    require_host();
+    let _h = exclusive();
+    let mut d = Daemon::start("[daemon.warm]\nenabled = false\n");
+    d.stop();
+    // A dead runner's job folder (the pid is above the kernel's limit) holding a file that
+    // cannot be removed for now, as a busy or stuck one would be.
+    let left = d.state().join("jobs/dtest-retry.4194305.1");
+    std::fs::create_dir_all(left.join("skill")).expect("the leftover folder");
+    let stuck = Immutable::make(&left.join("skill/stuck"));
+    d.spawn();
+    d.wait_log(
+        "leftovers of an earlier run remain; trying again",
+        Duration::from_secs(10),
+    );
+    assert!(left.exists());
+    // The daemon serves meanwhile; its own job, running through the next tries, is its
+    // own and not an earlier run's.
+    let own = "setTimeout(()=>process.stdout.write('1'),7000)";
+    let (code, _) = d.post(&job("dtest-retry-own", own, 20000));
+    assert_eq!(code, 202);
+    d.wait_state("dtest-retry-own", "running");
+    drop(stuck);
+    assert!(
+        wait_for(Duration::from_secs(30), || !left.exists()),
+        "the leftover was not removed once it could be: {}",
+        d.log()
+    );
+    d.wait_log(
+        "no leftovers of an earlier run remain",
+        Duration::from_secs(5),
+    );
+    let own = d.wait_state("dtest-retry-own", "done");
+    assert_status(&own["result"], "ok", None);
+    d.stop();
+    d.assert_no_job_dirs();
+    assert_host_clean("dtest-retry");
+}
+
 #[test]
 fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
     require_host();

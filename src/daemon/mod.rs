@@ -202,29 +202,22 @@ async fn serve(
     };
 
     // What an earlier run left: its jobs' processes, cgroups, directories; then its journal.
-    // On a blocking thread: removing a cgroup kills and waits.
-    let cleaned = {
-        let (host, cfg, dir) = (
-            engine.as_ref().map(|e| e.cgroups().clone()),
-            config.clone(),
-            state.join("jobs"),
-        );
-        let pids = earlier_pids.clone();
-        tokio::task::spawn_blocking(move || recovery::clean_leftovers(host, &cfg, &dir, &pids))
-            .await
-            .unwrap_or_else(|e| Err(format!("the cleaning thread failed: {e}")))
+    // Tried again in the background while it fails (`retry_cleaning`, started below).
+    let cleaning = Cleaning {
+        host: engine.as_ref().map(|e| e.cgroups().clone()),
+        config: config.clone(),
+        jobs_dir: state.join("jobs"),
+        journal: journal.clone(),
+        run_id,
     };
-    match cleaned {
-        Ok(n) => {
-            if n > 0 {
-                tracing::warn!(removed = n, "leftovers of an earlier run removed");
-            }
-            if let Err(e) = journal.forget_runs_before(run_id) {
-                tracing::warn!(error = %e, "cannot forget earlier runs");
-            }
+    let mut earlier = recovery::Earlier::at_start(earlier_pids);
+    let left = match cleaning.sweep(&mut earlier).await {
+        Ok(()) => None,
+        Err(e) => {
+            tracing::error!(error = %e, "leftovers of an earlier run remain; trying again while serving");
+            Some(earlier)
         }
-        Err(e) => tracing::error!(error = %e, "leftovers of an earlier run remain"),
-    }
+    };
     let node = engine.as_ref().map(|e| e.runtime.version.clone());
     let recovered = journal
         .recover(|id, net| journal::restarted(id, net, node.as_deref()))
@@ -246,6 +239,7 @@ async fn serve(
     if let Some(pool) = jobs.pool() {
         pool.start();
     }
+    let retry = left.map(|earlier| tokio::spawn(cleaning.retry(earlier)));
     tracing::info!(
         socket = %config.daemon.socket.display(),
         state = %state.display(),
@@ -309,6 +303,9 @@ async fn serve(
     jobs.shutdown().await;
     reload.abort();
     prune.abort();
+    if let Some(retry) = retry {
+        retry.abort();
+    }
     check_state.abort();
     connections_done.cancel();
     conns.close();
@@ -323,6 +320,73 @@ async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The first try again at a failed removal of an earlier run's leftovers; each later one
+/// waits twice as long, up to [`CLEAN_AGAIN_AT_MOST`].
+const CLEAN_AGAIN_FIRST: Duration = Duration::from_secs(5);
+const CLEAN_AGAIN_AT_MOST: Duration = Duration::from_secs(600);
+
+/// Removing what an earlier run left (`recovery::clean_leftovers`): once at start, and
+/// again while serving as long as it fails.
+struct Cleaning {
+    host: Option<crate::sandbox::cgroup::CgroupHost>,
+    config: Config,
+    jobs_dir: PathBuf,
+    journal: Arc<Journal>,
+    run_id: i64,
+}
+
+impl Cleaning {
+    /// One sweep, on a blocking thread (removing a cgroup kills and waits). When nothing is
+    /// left, the earlier runs are forgotten.
+    async fn sweep(&self, earlier: &mut recovery::Earlier) -> Result<(), String> {
+        let (host, config, dir) = (
+            self.host.clone(),
+            self.config.clone(),
+            self.jobs_dir.clone(),
+        );
+        let mut rules = earlier.clone();
+        let (swept, rules) = tokio::task::spawn_blocking(move || {
+            let swept = recovery::clean_leftovers(host, &config, &dir, &mut rules);
+            (swept, rules)
+        })
+        .await
+        .map_err(|e| {
+            // Whatever that sweep saw is lost: no name with this daemon's pid is taken later.
+            earlier.seen_none_of_own_pid();
+            format!("the cleaning thread failed: {e}")
+        })?;
+        *earlier = rules;
+        let removed = swept?;
+        if removed > 0 {
+            tracing::warn!(removed, "leftovers of an earlier run removed");
+        }
+        if let Err(e) = self.journal.forget_runs_before(self.run_id) {
+            tracing::warn!(error = %e, "cannot forget earlier runs");
+        }
+        Ok(())
+    }
+
+    /// Sweeps again, [`CLEAN_AGAIN_FIRST`] apart and then twice as long each time, until a
+    /// sweep leaves nothing. This daemon's own jobs are not taken: `earlier` holds the rules
+    /// of its start.
+    async fn retry(self, mut earlier: recovery::Earlier) {
+        let mut wait = CLEAN_AGAIN_FIRST;
+        loop {
+            tokio::time::sleep(wait).await;
+            match self.sweep(&mut earlier).await {
+                Ok(()) => {
+                    tracing::info!("no leftovers of an earlier run remain");
+                    return;
+                }
+                Err(e) => {
+                    wait = (wait * 2).min(CLEAN_AGAIN_AT_MOST);
+                    tracing::error!(error = %e, again_in_s = wait.as_secs(), "leftovers of an earlier run remain");
+                }
+            }
+        }
+    }
 }
 
 /// What identifies one version of the configuration file.

@@ -12,6 +12,10 @@
 //! lives is another runner's running job, or the pid was taken by an unrelated process: it
 //! is left alone, and removed by a later start once that process is gone.
 //!
+//! A sweep that fails (a process that will not die, a file that cannot be removed) is
+//! tried again while the daemon serves ([`Earlier`] keeps the rules of the start: a name
+//! with this daemon's pid is then a leftover only if the first sweep saw it).
+//!
 //! Before any of that, a name a live uid lease records (`uids::live_names`) is never a
 //! leftover: a job of a runner alive anywhere on the host, whose pid may belong to another
 //! pid namespace (where it may even be this daemon's own).
@@ -92,13 +96,53 @@ fn started_ms(pid: u32) -> Option<i64> {
     Some(super::journal::now_ms() - (boot_ms - start_ms))
 }
 
+/// What tells an earlier run's names from this daemon's own, fixed at its start: the
+/// earlier daemons the journal lists, and the names with this daemon's pid that the first
+/// sweep found.
+#[derive(Debug, Clone)]
+pub struct Earlier {
+    runs: Vec<EarlierRun>,
+    /// None until the first sweep has run: it runs before this daemon made anything, so
+    /// every name with its pid is an earlier process's (a container's daemon is pid 1 at
+    /// every start). Then the names that sweep found: any other name with this pid is one
+    /// of this daemon's own jobs or warm sandboxes.
+    own_pid: Option<BTreeSet<String>>,
+}
+
+impl Earlier {
+    /// At start, before this daemon made anything: `runs`, the earlier daemons the journal
+    /// lists.
+    pub fn at_start(runs: Vec<EarlierRun>) -> Earlier {
+        Earlier {
+            runs,
+            own_pid: None,
+        }
+    }
+
+    /// When the first sweep did not end (its thread failed), what it saw is unknown: from
+    /// then on, no name with this daemon's pid is a leftover.
+    pub fn seen_none_of_own_pid(&mut self) {
+        self.own_pid.get_or_insert_with(BTreeSet::new);
+    }
+}
+
 /// Whether the job named `name` is a leftover by the pid in it: see the module's comment
-/// ([`leftovers_among`] also asks the live leases).
-fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
+/// ([`leftovers_among`] also asks the live leases). A name with this daemon's pid, in the
+/// first sweep, is added to `own_seen`.
+fn is_leftover(name: &str, earlier: &Earlier, own_seen: &mut BTreeSet<String>) -> bool {
     let Some(pid) = owner_pid(name) else {
         return false;
     };
-    if pid == std::process::id() || !alive(pid) {
+    if pid == std::process::id() {
+        return match &earlier.own_pid {
+            None => {
+                own_seen.insert(name.to_owned());
+                true
+            }
+            Some(at_start) => at_start.contains(name),
+        };
+    }
+    if !alive(pid) {
         return true;
     }
     // A live process has the pid: the earlier daemon itself only if it is the process that
@@ -112,6 +156,7 @@ fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
         return !alive(pid);
     }
     earlier
+        .runs
         .iter()
         .filter(|run| run.pid == pid)
         .any(|run| match &run.identity {
@@ -123,15 +168,16 @@ fn is_leftover(name: &str, earlier: &[EarlierRun]) -> bool {
 /// Of `names`, just listed, the leftovers. The live uid leases (`uids::live_names`) are
 /// read after the listing, and only when the pid rules would take a name (a clean host is
 /// never probed); a lock directory that cannot be read leaves everything alone.
-/// `live` reads the names ([`uids::live_names`] in use).
+/// `live` reads the names ([`uids::live_names`] in use); `own_seen` as in [`is_leftover`].
 fn leftovers_among(
     names: impl IntoIterator<Item = String>,
-    earlier: &[EarlierRun],
+    earlier: &Earlier,
+    own_seen: &mut BTreeSet<String>,
     live: impl FnOnce() -> Result<BTreeSet<String>, String>,
 ) -> Result<BTreeSet<String>, String> {
     let by_pid: BTreeSet<String> = names
         .into_iter()
-        .filter(|n| is_leftover(n, earlier))
+        .filter(|n| is_leftover(n, earlier, own_seen))
         .collect();
     if by_pid.is_empty() {
         return Ok(by_pid);
@@ -145,12 +191,27 @@ fn live_leases() -> Result<BTreeSet<String>, String> {
     uids::live_names(Path::new(uids::LOCK_DIR))
 }
 
-/// Kills and removes the leftovers; returns how many were found.
+/// Kills and removes the leftovers; returns how many were found. The first sweep fixes
+/// which names with this daemon's pid are an earlier process's (in `earlier`), whatever
+/// it returns.
 pub fn clean_leftovers(
     cgroups: Option<CgroupHost>,
     config: &Config,
     jobs_dir: &Path,
-    earlier: &[EarlierRun],
+    earlier: &mut Earlier,
+) -> Result<usize, String> {
+    let mut own_seen = BTreeSet::new();
+    let result = sweep(cgroups, config, jobs_dir, earlier, &mut own_seen);
+    earlier.own_pid.get_or_insert(own_seen);
+    result
+}
+
+fn sweep(
+    cgroups: Option<CgroupHost>,
+    config: &Config,
+    jobs_dir: &Path,
+    earlier: &Earlier,
+    own_seen: &mut BTreeSet<String>,
 ) -> Result<usize, String> {
     let mut problems = Vec::new();
     let mut removed = 0;
@@ -169,6 +230,7 @@ pub fn clean_leftovers(
                     .filter_map(|p| p.file_name())
                     .map(|n| n.to_string_lossy().into_owned()),
                 earlier,
+                own_seen,
                 live_leases,
             )
         });
@@ -203,7 +265,12 @@ pub fn clean_leftovers(
                 .unwrap_or("")
                 .to_string()
         };
-        match leftovers_among(points.iter().map(|p| name_of(p)), earlier, live_leases) {
+        match leftovers_among(
+            points.iter().map(|p| name_of(p)),
+            earlier,
+            own_seen,
+            live_leases,
+        ) {
             Ok(left) => {
                 for p in points.into_iter().filter(|p| left.contains(&name_of(p))) {
                     tracing::warn!(mount = p, "detaching a mount left by an earlier run");
@@ -221,7 +288,7 @@ pub fn clean_leftovers(
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect::<Vec<String>>()
     });
-    match listed.map(|names| leftovers_among(names, earlier, live_leases)) {
+    match listed.map(|names| leftovers_among(names, earlier, own_seen, live_leases)) {
         Ok(Err(e)) => problems.push(e),
         Ok(Ok(left)) => {
             for name in left {
@@ -249,6 +316,15 @@ pub fn clean_leftovers(
 mod tests {
     use super::*;
 
+    /// [`is_leftover`] in the first sweep, `runs` the earlier daemons.
+    fn leftover(name: &str, runs: &[EarlierRun]) -> bool {
+        is_leftover(
+            name,
+            &Earlier::at_start(runs.to_vec()),
+            &mut BTreeSet::new(),
+        )
+    }
+
     #[test]
     fn owner_pid_from_names() {
         assert_eq!(owner_pid("job_1.123.0"), Some(123));
@@ -263,9 +339,9 @@ mod tests {
     fn leftovers_are_of_dead_runners_of_this_pid_or_of_earlier_daemons_still_ending() {
         let me = std::process::id();
         // Recovery runs before this daemon made anything: its own pid is an earlier one's.
-        assert!(is_leftover(&format!("j.{me}.1"), &[]));
+        assert!(leftover(&format!("j.{me}.1"), &[]));
         assert!(
-            is_leftover("j.4194305.1", &[]),
+            leftover("j.4194305.1", &[]),
             "a pid above the kernel's limit (PID_MAX_LIMIT, 2^22), which cannot exist"
         );
         // ...unless a live uid lease names it: another runner's job, whose pid (of a pid
@@ -280,6 +356,7 @@ mod tests {
             .into_iter()
             .chain(["not-a-job".to_string()])
         };
+        let at_start = Earlier::at_start(Vec::new());
         let live = || {
             Ok(BTreeSet::from([
                 format!("j.{me}.1"),
@@ -287,26 +364,31 @@ mod tests {
             ]))
         };
         assert_eq!(
-            leftovers_among(names(), &[], live),
+            leftovers_among(names(), &at_start, &mut BTreeSet::new(), live),
             Ok(BTreeSet::from(["j.4194305.2".to_string()]))
         );
         let unread = || -> Result<BTreeSet<String>, String> { Err("unreadable".into()) };
         assert_eq!(
-            leftovers_among(names(), &[], unread),
+            leftovers_among(names(), &at_start, &mut BTreeSet::new(), unread),
             Err("unreadable".to_string()),
             "leases that cannot be read leave everything alone"
         );
         assert_eq!(
-            leftovers_among(["not-a-job".to_string()], &[], unread),
+            leftovers_among(
+                ["not-a-job".to_string()],
+                &at_start,
+                &mut BTreeSet::new(),
+                unread
+            ),
             Ok(BTreeSet::new()),
             "nothing the pid rules take: the leases are not read"
         );
-        assert!(!is_leftover("not-a-job", &[]));
+        assert!(!leftover("not-a-job", &[]));
 
         // A live process (the test's parent stands for it): another runner's job...
         let parent = nix::unistd::getppid().as_raw() as u32;
         let name = format!("j.{parent}.1");
-        assert!(!is_leftover(&name, &[]));
+        assert!(!leftover(&name, &[]));
         // ...unless it is the earlier daemon that recorded its start while it lived...
         let now = super::super::journal::now_ms();
         let ending = EarlierRun {
@@ -314,7 +396,7 @@ mod tests {
             started_ms: now,
             identity: None,
         };
-        assert!(is_leftover(&name, std::slice::from_ref(&ending)));
+        assert!(leftover(&name, std::slice::from_ref(&ending)));
         // ...and not when the earlier daemon recorded its start before this process began:
         // the pid was taken again, by a process that may be running its own job.
         let start = started_ms(parent).expect("the parent's start");
@@ -323,7 +405,7 @@ mod tests {
             started_ms: start - 5_000,
             identity: None,
         };
-        assert!(!is_leftover(&name, &[reused]));
+        assert!(!leftover(&name, &[reused]));
         // With the identity recorded, the process is told by it, not by the wall clock: the
         // parent is the recorded daemon even if the clock was set back since...
         let recorded = ProcessIdentity::of(parent).expect("the parent's identity");
@@ -332,7 +414,7 @@ mod tests {
             identity: Some(recorded.clone()),
             ..ending.clone()
         };
-        assert!(is_leftover(&name, &[set_back]));
+        assert!(leftover(&name, &[set_back]));
         // ...and another process (a later start, or another boot) is not, whatever the
         // wall clock says.
         for other in [
@@ -349,7 +431,7 @@ mod tests {
                 identity: Some(other),
                 ..ending.clone()
             };
-            assert!(!is_leftover(&name, &[not_it]));
+            assert!(!leftover(&name, &[not_it]));
         }
     }
 
@@ -393,12 +475,45 @@ mod tests {
         drop(lock);
         assert!(lock_state_dir(tmp.path()).is_ok(), "free once let go");
         // No cgroup host is needed for the directories; a failing detection is reported.
-        let _ = clean_leftovers(None, &Config::default(), &jobs, &[]);
+        let mut earlier = Earlier::at_start(Vec::new());
+        let _ = clean_leftovers(None, &Config::default(), &jobs, &mut earlier);
         assert!(!dead.exists());
         assert!(
             !mine.exists(),
             "an earlier process's with this daemon's pid"
         );
         assert!(live.exists(), "a live runner's job is left alone");
+        // A later sweep (a retry) leaves this daemon's own jobs alone.
+        let own = jobs.join(format!("new.{}.2", std::process::id()));
+        std::fs::create_dir_all(&own).unwrap();
+        std::fs::create_dir_all(&dead).unwrap();
+        let _ = clean_leftovers(None, &Config::default(), &jobs, &mut earlier);
+        assert!(!dead.exists(), "a dead runner's, on a later sweep too");
+        assert!(
+            own.exists(),
+            "this daemon's own job, made after the first sweep"
+        );
+    }
+
+    #[test]
+    fn after_the_first_sweep_a_name_with_this_daemons_pid_is_a_leftover_only_if_it_saw_it() {
+        let me = std::process::id();
+        let none = || Ok(BTreeSet::new());
+        let mut earlier = Earlier::at_start(Vec::new());
+        let mut seen = BTreeSet::new();
+        let names = [format!("old.{me}.1"), "dead.4194305.1".to_string()];
+        let first = leftovers_among(names.clone(), &earlier, &mut seen, none);
+        assert_eq!(first, Ok(BTreeSet::from(names.clone())));
+        assert_eq!(seen, BTreeSet::from([format!("old.{me}.1")]));
+        earlier.own_pid = Some(seen);
+        // Say the first sweep could not remove them: a retry takes them, not this daemon's
+        // own job made since.
+        let later = leftovers_among(
+            names.iter().cloned().chain([format!("new.{me}.2")]),
+            &earlier,
+            &mut BTreeSet::new(),
+            none,
+        );
+        assert_eq!(later, Ok(BTreeSet::from(names)));
     }
 }
