@@ -111,6 +111,7 @@ fn cpu_usage(dir: &Path) -> u64 {
 /// init made no root.
 fn with_test_cgroup(name: &str, test: impl FnOnce(&Path, &Path, &Path)) {
     require_host();
+    let _h = shared();
     let Some(mount) = cgroup_mounts()
         .into_iter()
         .find_map(|m| m.v2.then_some(m.mountpoint))

@@ -460,12 +460,18 @@ pub fn assert_status(result: &Value, status: &str, reason: Option<&str>) {
     );
 }
 
-static HOST: std::sync::Mutex<()> = std::sync::Mutex::new(());
+static HOST: std::sync::RwLock<()> = std::sync::RwLock::new(());
 
 /// Tests of this suite take turns on the host: timing-sensitive cases (bombs, the load
-/// test) do not share the machine's two cores with each other.
-pub fn exclusive() -> std::sync::MutexGuard<'static, ()> {
-    HOST.lock().unwrap_or_else(|p| p.into_inner())
+/// test, deadlines) share the machine's two cores with no other test that runs jobs.
+pub fn exclusive() -> std::sync::RwLockWriteGuard<'static, ()> {
+    HOST.write().unwrap_or_else(|p| p.into_inner())
+}
+
+/// For a test that runs jobs but minds no timing: it runs beside others of its kind, never
+/// beside an [`exclusive`] one.
+pub fn shared() -> std::sync::RwLockReadGuard<'static, ()> {
+    HOST.read().unwrap_or_else(|p| p.into_inner())
 }
 
 /// After a test: no process of its jobs (nor any escaped sandbox process), no cgroup of

@@ -254,6 +254,7 @@ fn check(p: &Package, state: &State) -> Option<String> {
 #[test]
 fn npm_packages_give_the_same_text_as_plain_node() {
     require_host();
+    let _h = shared();
     let pins = pins();
     let state = State::new();
     let failures: Vec<String> = pins

@@ -67,6 +67,7 @@ fn run_job_raw(state: &State, text: &str) -> RawResult {
 #[test]
 fn run_job_passes_the_input_to_stdin_as_written() {
     require_host();
+    let _h = shared();
     let state = State::new();
     let r = run_job_raw(&state, &job_text("exact-rj-echo", ECHO, INPUT));
     r.assert_output(INPUT);
@@ -76,6 +77,7 @@ fn run_job_passes_the_input_to_stdin_as_written() {
 #[test]
 fn run_job_returns_the_output_as_written() {
     require_host();
+    let _h = shared();
     let state = State::new();
     let code = format!("process.stdout.write({:?})", format!("\n  {OUTPUT} \r\n"));
     let r = run_job_raw(&state, &job_text("exact-rj-out", &code, "null"));
@@ -100,6 +102,7 @@ fn run_job_returns_the_output_as_written() {
 #[test]
 fn run_job_refuses_a_key_twice_in_args_input_and_runs_nothing() {
     require_host();
+    let _h = shared();
     let state = State::new();
     let r = run_job_raw(
         &state,
@@ -141,6 +144,7 @@ fn echo_skill() -> tempfile::TempDir {
 #[test]
 fn run_input_reaches_the_tool_as_written() {
     require_host();
+    let _h = shared();
     let state = State::new();
     let skill = echo_skill();
     let run = |input: &str| {

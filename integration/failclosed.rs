@@ -151,6 +151,7 @@ fn a_layer_missing_on_the_host_stops_every_job() {
 
 #[test]
 fn an_init_stage_of_another_build_refuses_the_plan_before_reading_it() {
+    let _h = shared();
     let plan = br#"{"a plan":"that an init of another build could read otherwise"}"#;
     for exe in [INIT, BIN] {
         let (status, reports, left) = init_of_build(exe, "0123456789abcdef", plan);
@@ -233,6 +234,7 @@ fn run_with_init_beside(init: Option<(&[u8], u32)>, job: &Value) -> (Value, Stri
 #[test]
 fn an_init_executable_of_another_build_is_passed_over_and_an_untrusted_one_stops_every_job() {
     require_host();
+    let _h = shared();
     // Of another build (an upgrade half done): the runner itself is the init, with a word.
     let stale = std::fs::read(INIT)
         .map(|mut image| {

@@ -800,6 +800,7 @@ fn a_result_that_cannot_be_written_exits_74_without_a_panic() {
 /// terminal escaped, never as the codes themselves.
 #[test]
 fn run_errors_show_the_skill_folders_control_characters_escaped() {
+    let _h = shared();
     let state = State::new();
     let osc = "\u{1b}]52;c;aGk=\u{7}\nopenvibe-skill-runner: all is well";
     let clear = "\u{1b}[2J";
@@ -869,6 +870,7 @@ fn run_errors_show_the_skill_folders_control_characters_escaped() {
 /// once, not read until memory runs out.
 #[test]
 fn an_input_file_larger_than_a_job_is_refused_unread() {
+    let _h = shared();
     let state = State::new();
     let out = runner_in(state.path())
         .args([

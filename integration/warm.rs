@@ -19,7 +19,7 @@ struct Setup {
     engine: Engine,
     rt: tokio::runtime::Runtime,
     state: State,
-    _host: std::sync::MutexGuard<'static, ()>,
+    _host: std::sync::RwLockWriteGuard<'static, ()>,
 }
 
 impl Setup {
