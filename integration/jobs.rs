@@ -574,6 +574,49 @@ fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
     }
 }
 
+/// A `run-job` killed by SIGKILL cannot remove its job's cgroups; its job's processes end
+/// with it (the parent-death signal), and the next runner removes the empty cgroups it left
+/// (where a systemd scope held them, the scope took them away already).
+#[test]
+fn the_empty_cgroups_of_a_killed_run_job_are_removed_by_the_next_runner() {
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let id = "itest-killed-run-job";
+    let text = serde_json::to_vec(&job(id, "setInterval(()=>{},1000)", json!({}))).expect("job");
+    let mut child = state.start_run_job(&text);
+    assert!(
+        wait_for(std::time::Duration::from_secs(60), || {
+            !sandbox_processes(id).is_empty()
+        }),
+        "the job's tool never ran"
+    );
+    child.kill().expect("SIGKILL the runner");
+    child.wait().expect("reap the runner");
+    assert!(
+        wait_for(std::time::Duration::from_secs(10), || {
+            sandbox_processes(id).is_empty()
+        }),
+        "the job's processes outlived their runner"
+    );
+    // A systemd scope holds a runner's jobs on pure cgroup v2 under systemd.
+    let scoped = std::path::Path::new("/run/systemd/system").exists()
+        && std::path::Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+    assert_eq!(
+        leftover_cgroups(id).is_empty(),
+        scoped,
+        "the killed runner's cgroups, which only a systemd scope takes away"
+    );
+    let next = State::new();
+    assert_status(
+        &next.run_job(&job("itest-killed-next", ECHO, json!({}))),
+        "ok",
+        None,
+    );
+    assert_host_clean(id);
+    next.assert_clean();
+}
+
 /// A job that ends `integrity` keeps nothing in the input cache, not even its inputs that
 /// did match; a job that runs keeps its inputs there for the next one.
 #[test]

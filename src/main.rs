@@ -199,8 +199,16 @@ fn run(cli: Cli) -> ExitCode {
 }
 
 /// The engine, or why jobs cannot run here.
+/// The engine of a command that runs jobs itself, once the empty job cgroups runners killed
+/// before their end left are gone (`recovery::remove_empty_leftover_cgroups`).
 fn start(config: Config) -> Result<Engine, String> {
-    Engine::start(config).map_err(|e| e.to_string())
+    let engine = Engine::start(config).map_err(|e| e.to_string())?;
+    match openvibe_skill_runner::daemon::recovery::remove_empty_leftover_cgroups(engine.cgroups()) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(removed = n, "empty job cgroups of killed runners removed"),
+        Err(e) => tracing::info!(error = %e, "empty job cgroups of killed runners not removed"),
+    }
+    Ok(engine)
 }
 
 /// The `internal` result of a job that cannot run here, `why`.

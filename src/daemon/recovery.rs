@@ -191,6 +191,38 @@ fn live_leases() -> Result<BTreeSet<String>, String> {
     uids::live_names(Path::new(uids::LOCK_DIR))
 }
 
+/// Before the job of a command that runs one itself (`run-job`, `run`):
+/// removes the empty job cgroups of runners killed before their end (SIGKILL lets no runner
+/// remove its own, and where no systemd scope takes them away nothing else would: a daemon
+/// cleans only its own parents). The names are judged as at a daemon's start with no
+/// earlier daemon known; only an empty cgroup goes (the kernel refuses to remove any other),
+/// no process is killed, and a job folder is left to the daemon of its state directory.
+/// Returns how many cgroups were removed.
+pub fn remove_empty_leftover_cgroups(host: &CgroupHost) -> Result<usize, String> {
+    let paths = host.leftovers().map_err(|e| e.to_string())?;
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let names = leftovers_among(
+        paths.iter().filter_map(|p| name(p)),
+        &Earlier::at_start(Vec::new()),
+        &mut BTreeSet::new(),
+        live_leases,
+    )?;
+    let mut removed = 0;
+    for path in paths
+        .iter()
+        .filter(|p| name(p).is_some_and(|n| names.contains(&n)))
+    {
+        match std::fs::remove_dir(path) {
+            Ok(()) => removed += 1,
+            // Its processes may still be ending: the next runner removes it.
+            Err(e) => {
+                tracing::debug!(cgroup = %path.display(), error = %e, "a dead runner's job cgroup stays")
+            }
+        }
+    }
+    Ok(removed)
+}
+
 /// Kills and removes the leftovers; returns how many were found. The first sweep fixes
 /// which names with this daemon's pid are an earlier process's (in `earlier`), whatever
 /// it returns.
