@@ -119,8 +119,8 @@ impl Earlier {
         }
     }
 
-    /// When the first sweep did not end (its thread failed), what it saw is unknown: from
-    /// then on, no name with this daemon's pid is a leftover.
+    /// From now on, no name with this process's pid is a leftover: when the first sweep did
+    /// not end (its thread failed), so what it saw is unknown, or for a command's sweep.
     pub fn seen_none_of_own_pid(&mut self) {
         self.own_pid.get_or_insert_with(BTreeSet::new);
     }
@@ -195,15 +195,19 @@ fn live_leases() -> Result<BTreeSet<String>, String> {
 /// removes the empty job cgroups of runners killed before their end (SIGKILL lets no runner
 /// remove its own, and where no systemd scope takes them away nothing else would: a daemon
 /// cleans only its own parents). The names are judged as at a daemon's start with no
-/// earlier daemon known; only an empty cgroup goes (the kernel refuses to remove any other),
+/// earlier daemon known and none with this process's pid; only an empty cgroup goes (the kernel refuses to remove any other),
 /// no process is killed, and a job folder is left to the daemon of its state directory.
 /// Returns how many cgroups were removed.
 pub fn remove_empty_leftover_cgroups(host: &CgroupHost) -> Result<usize, String> {
     let paths = host.leftovers().map_err(|e| e.to_string())?;
     let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    // No name with this process's pid: unlike a daemon's at its start, a command's may be
+    // another pid namespace's runner that shares its cgroup parent.
+    let mut earlier = Earlier::at_start(Vec::new());
+    earlier.seen_none_of_own_pid();
     let names = leftovers_among(
         paths.iter().filter_map(|p| name(p)),
-        &Earlier::at_start(Vec::new()),
+        &earlier,
         &mut BTreeSet::new(),
         live_leases,
     )?;
