@@ -574,11 +574,12 @@ fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
     }
 }
 
-/// A `run-job` killed by SIGKILL cannot remove its job's cgroups; its job's processes end
-/// with it (the parent-death signal), and the next runner removes the empty cgroups it left
-/// (where a systemd scope held them, the scope took them away already).
+/// A `run-job` killed by SIGKILL cannot remove its job's cgroups and folder; its job's
+/// processes end with it (the parent-death signal), and the next runner removes the empty
+/// cgroups it left (where a systemd scope held them, the scope took them away already) and
+/// then its folder.
 #[test]
-fn the_empty_cgroups_of_a_killed_run_job_are_removed_by_the_next_runner() {
+fn what_a_killed_run_job_left_is_removed_by_the_next_runner() {
     require_host();
     let _h = exclusive();
     let state = State::new();
@@ -607,14 +608,15 @@ fn the_empty_cgroups_of_a_killed_run_job_are_removed_by_the_next_runner() {
         scoped,
         "the killed runner's cgroups, which only a systemd scope takes away"
     );
-    let next = State::new();
+    let folders = std::fs::read_dir(state.path().join("jobs")).map_or(0, |d| d.count());
+    assert_eq!(folders, 1, "the killed runner's job folder");
     assert_status(
-        &next.run_job(&job("itest-killed-next", ECHO, json!({}))),
+        &state.run_job(&job("itest-killed-next", ECHO, json!({}))),
         "ok",
         None,
     );
     assert_host_clean(id);
-    next.assert_clean();
+    state.assert_clean();
 }
 
 /// A job that ends `integrity` keeps nothing in the input cache, not even its inputs that

@@ -199,14 +199,21 @@ fn run(cli: Cli) -> ExitCode {
 }
 
 /// The engine, or why jobs cannot run here.
-/// The engine of a command that runs jobs itself, once the empty job cgroups runners killed
-/// before their end left are gone (`recovery::remove_empty_leftover_cgroups`).
+/// The engine of a command that runs jobs itself, once what runners killed before their end
+/// left is gone (`recovery::remove_killed_runners_leftovers`).
 fn start(config: Config) -> Result<Engine, String> {
     let engine = Engine::start(config).map_err(|e| e.to_string())?;
-    match openvibe_skill_runner::daemon::recovery::remove_empty_leftover_cgroups(engine.cgroups()) {
+    let jobs = engine.jobs_dir();
+    match openvibe_skill_runner::daemon::recovery::remove_killed_runners_leftovers(
+        engine.cgroups(),
+        jobs,
+    ) {
         Ok(0) => {}
-        Ok(n) => tracing::info!(removed = n, "empty job cgroups of killed runners removed"),
-        Err(e) => tracing::info!(error = %e, "empty job cgroups of killed runners not removed"),
+        Ok(n) => tracing::info!(
+            removed = n,
+            "job cgroups and folders of killed runners removed"
+        ),
+        Err(e) => tracing::info!(error = %e, "what killed runners left is not all removed"),
     }
     Ok(engine)
 }

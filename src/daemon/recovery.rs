@@ -191,37 +191,84 @@ fn live_leases() -> Result<BTreeSet<String>, String> {
     uids::live_names(Path::new(uids::LOCK_DIR))
 }
 
-/// Before the job of a command that runs one itself (`run-job`, `run`):
-/// removes the empty job cgroups of runners killed before their end (SIGKILL lets no runner
-/// remove its own, and where no systemd scope takes them away nothing else would: a daemon
-/// cleans only its own parents). The names are judged as at a daemon's start with no
-/// earlier daemon known and none with this process's pid; only an empty cgroup goes (the kernel refuses to remove any other),
-/// no process is killed, and a job folder is left to the daemon of its state directory.
-/// Returns how many cgroups were removed.
-pub fn remove_empty_leftover_cgroups(host: &CgroupHost) -> Result<usize, String> {
-    let paths = host.leftovers().map_err(|e| e.to_string())?;
-    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
-    // No name with this process's pid: unlike a daemon's at its start, a command's may be
-    // another pid namespace's runner that shares its cgroup parent.
+/// Before the job of a command that runs one itself (`run-job`, `run`): removes what
+/// runners killed before their end left (SIGKILL lets no runner remove its own, and where
+/// no systemd scope takes its cgroups away nothing else would: a daemon cleans only its own
+/// parents and state directory). The names are judged as at a daemon's start, with no
+/// earlier daemon known and none with this process's pid (unlike a daemon's at its start,
+/// a command's may be another pid namespace's runner sharing the parent). No process is
+/// killed: only empty cgroups go (the kernel refuses to remove any other), and a job's
+/// folder in `jobs_dir` only once none of its cgroups is left here, and never while a
+/// mount on the host lies under `jobs_dir` (the daemon detaches those first). Returns how
+/// many cgroups and folders were removed.
+pub fn remove_killed_runners_leftovers(
+    host: &CgroupHost,
+    jobs_dir: &Path,
+) -> Result<usize, String> {
     let mut earlier = Earlier::at_start(Vec::new());
     earlier.seen_none_of_own_pid();
-    let names = leftovers_among(
-        paths.iter().filter_map(|p| name(p)),
-        &earlier,
-        &mut BTreeSet::new(),
-        live_leases,
-    )?;
+    let judge =
+        |names: Vec<String>| leftovers_among(names, &earlier, &mut BTreeSet::new(), live_leases);
+    let name = |p: &Path| p.file_name().map(|n| n.to_string_lossy().into_owned());
+    let paths = host.leftovers().map_err(|e| e.to_string())?;
+    let dead = judge(paths.iter().filter_map(|p| name(p)).collect())?;
     let mut removed = 0;
-    for path in paths
-        .iter()
-        .filter(|p| name(p).is_some_and(|n| names.contains(&n)))
-    {
+    let mut stays = BTreeSet::new();
+    for path in &paths {
+        let Some(n) = name(path) else { continue };
+        if !dead.contains(&n) {
+            stays.insert(n);
+            continue;
+        }
         match std::fs::remove_dir(path) {
             Ok(()) => removed += 1,
-            // Its processes may still be ending: the next runner removes it.
             Err(e) => {
-                tracing::debug!(cgroup = %path.display(), error = %e, "a dead runner's job cgroup stays")
+                // Its processes may still be ending: the next runner removes it.
+                tracing::debug!(cgroup = %path.display(), error = %e, "a dead runner's job cgroup stays");
+                stays.insert(n);
             }
+        }
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
+    Ok(removed + remove_dead_folders(jobs_dir, &stays, &earlier, &mountinfo)?)
+}
+
+/// Of [`remove_killed_runners_leftovers`]: the folders in `jobs_dir` the rules take, but
+/// for the names in `stays` (cgroups left) and none while `mountinfo` has a mount under
+/// `jobs_dir`. Returns how many were removed.
+fn remove_dead_folders(
+    jobs_dir: &Path,
+    stays: &BTreeSet<String>,
+    earlier: &Earlier,
+    mountinfo: &str,
+) -> Result<usize, String> {
+    let prefix = format!("{}/", jobs_dir.display());
+    if mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .any(|m| m.starts_with(&prefix))
+    {
+        return Err(format!(
+            "a mount lies under {}: its folders are left to the daemon's start",
+            jobs_dir.display()
+        ));
+    }
+    let folders: Vec<String> = match std::fs::read_dir(jobs_dir) {
+        Ok(entries) => entries
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !stays.contains(n))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(format!("cannot list {}: {e}", jobs_dir.display())),
+    };
+    let mut removed = 0;
+    for n in leftovers_among(folders, earlier, &mut BTreeSet::new(), live_leases)? {
+        match std::fs::remove_dir_all(jobs_dir.join(&n)) {
+            Ok(()) => removed += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::debug!(folder = %n, error = %e, "a dead runner's job folder stays"),
         }
     }
     Ok(removed)
@@ -529,6 +576,42 @@ mod tests {
             own.exists(),
             "this daemon's own job, made after the first sweep"
         );
+    }
+
+    #[test]
+    fn a_commands_sweep_takes_dead_runners_folders_but_not_its_own_pid_nor_under_a_mount() {
+        let tmp = tempfile::tempdir().unwrap();
+        let jobs = tmp.path().join("jobs");
+        let dead = jobs.join("old.4194305.3");
+        std::fs::create_dir_all(dead.join("skill")).unwrap();
+        std::fs::write(dead.join("skill/a.js"), "x").unwrap();
+        let busy = jobs.join("busy.4194305.4");
+        std::fs::create_dir_all(&busy).unwrap();
+        let mine = jobs.join(format!("pidns.{}.1", std::process::id()));
+        std::fs::create_dir_all(&mine).unwrap();
+        let mut earlier = Earlier::at_start(Vec::new());
+        earlier.seen_none_of_own_pid();
+        let stays = BTreeSet::from(["busy.4194305.4".to_string()]);
+        let under = format!(
+            "36 35 98:0 / {}/old.4194305.3/skill rw - tmpfs tmpfs rw\n",
+            jobs.display()
+        );
+        assert!(remove_dead_folders(&jobs, &stays, &earlier, &under).is_err());
+        assert!(
+            dead.exists(),
+            "nothing goes while a mount lies under the folder"
+        );
+        let elsewhere = "36 35 98:0 / /mnt rw - tmpfs tmpfs rw\n";
+        assert_eq!(
+            remove_dead_folders(&jobs, &stays, &earlier, elsewhere),
+            Ok(1)
+        );
+        assert!(!dead.exists(), "a dead runner's");
+        assert!(
+            busy.exists(),
+            "its cgroup is left: its processes may still run"
+        );
+        assert!(mine.exists(), "a name with this process's pid");
     }
 
     #[test]
