@@ -976,6 +976,12 @@ fn a_leftover_that_cannot_be_removed_at_start_is_removed_once_it_can() {
         Duration::from_secs(10),
     );
     assert!(left.exists());
+    // A folder named for this daemon's pid made since its start, which no lease holds:
+    // the tries take a name with the daemon's pid only if the start saw it.
+    let mine = d
+        .state()
+        .join(format!("jobs/dtest-retry-mine.{}.1", d.pid()));
+    std::fs::create_dir(&mine).expect("a folder with the daemon's pid");
     // The daemon serves meanwhile; its own job, running through the next tries, is its
     // own and not an earlier run's.
     let own = "setTimeout(()=>process.stdout.write('1'),7000)";
@@ -992,6 +998,11 @@ fn a_leftover_that_cannot_be_removed_at_start_is_removed_once_it_can() {
         "no leftovers of an earlier run remain",
         Duration::from_secs(5),
     );
+    assert!(
+        mine.exists(),
+        "a try took a name with the daemon's pid made after its start"
+    );
+    std::fs::remove_dir(&mine).expect("remove the test's folder");
     let own = d.wait_state("dtest-retry-own", "done");
     assert_status(&own["result"], "ok", None);
     d.stop();

@@ -198,9 +198,8 @@ fn run(cli: Cli) -> ExitCode {
     }
 }
 
-/// The engine, or why jobs cannot run here.
-/// The engine of a command that runs jobs itself, once what runners killed before their end
-/// left is gone (`recovery::remove_killed_runners_leftovers`).
+/// The engine of a command that runs jobs itself, or why jobs cannot run here; what runners
+/// killed before their end left is removed first (`recovery::remove_killed_runners_leftovers`).
 fn start(config: Config) -> Result<Engine, String> {
     let engine = Engine::start(config).map_err(|e| e.to_string())?;
     let jobs = engine.jobs_dir();
@@ -213,7 +212,7 @@ fn start(config: Config) -> Result<Engine, String> {
             removed = n,
             "job cgroups and folders of killed runners removed"
         ),
-        Err(e) => tracing::info!(error = %e, "what killed runners left is not all removed"),
+        Err(e) => tracing::warn!(error = %e, "what killed runners left is not all removed"),
     }
     Ok(engine)
 }

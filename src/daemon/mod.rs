@@ -202,7 +202,9 @@ async fn serve(
     };
 
     // What an earlier run left: its jobs' processes, cgroups, directories; then its journal.
-    // Tried again in the background while it fails (`retry_cleaning`, started below).
+    // Tried again in the background while it fails (`Cleaning::retry`, started below),
+    // where jobs can run: without an engine there is nothing to protect, and the next start
+    // tries again.
     let cleaning = Cleaning {
         host: engine.as_ref().map(|e| e.cgroups().clone()),
         config: config.clone(),
@@ -213,9 +215,13 @@ async fn serve(
     let mut earlier = recovery::Earlier::at_start(earlier_pids);
     let left = match cleaning.sweep(&mut earlier).await {
         Ok(()) => None,
-        Err(e) => {
+        Err(e) if cleaning.host.is_some() => {
             tracing::error!(error = %e, "leftovers of an earlier run remain; trying again while serving");
             Some(earlier)
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "leftovers of an earlier run remain");
+            None
         }
     };
     let node = engine.as_ref().map(|e| e.runtime.version.clone());
@@ -339,7 +345,7 @@ struct Cleaning {
 
 impl Cleaning {
     /// One sweep, on a blocking thread (removing a cgroup kills and waits). When nothing is
-    /// left, the earlier runs are forgotten.
+    /// left, and the first sweep saw everything, the earlier runs are forgotten.
     async fn sweep(&self, earlier: &mut recovery::Earlier) -> Result<(), String> {
         let (host, config, dir) = (
             self.host.clone(),
@@ -361,6 +367,9 @@ impl Cleaning {
         let removed = swept?;
         if removed > 0 {
             tracing::warn!(removed, "leftovers of an earlier run removed");
+        }
+        if !earlier.first_sweep_complete() {
+            return Ok(());
         }
         if let Err(e) = self.journal.forget_runs_before(self.run_id) {
             tracing::warn!(error = %e, "cannot forget earlier runs");

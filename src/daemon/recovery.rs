@@ -24,9 +24,10 @@ use super::journal::{EarlierRun, ProcessIdentity};
 use crate::config::Config;
 use crate::sandbox::cgroup::CgroupHost;
 use crate::sandbox::uids;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsRawFd as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// The flock that keeps a second daemon off this state directory; held while it lives.
 pub struct StateLock {
@@ -107,6 +108,12 @@ pub struct Earlier {
     /// every start). Then the names that sweep found: any other name with this pid is one
     /// of this daemon's own jobs or warm sandboxes.
     own_pid: Option<BTreeSet<String>>,
+    /// Whether the first sweep listed everything (cgroups, mounts, folders): if not, a
+    /// name with this daemon's pid it did not see may be an earlier process's still.
+    complete: bool,
+    /// The cgroups whose processes outlasted a sweep's kill, handed to the late removal
+    /// (`JobCgroup::remove_late`), and when: a later sweep leaves them to it meanwhile.
+    late: BTreeMap<String, Instant>,
 }
 
 impl Earlier {
@@ -116,7 +123,15 @@ impl Earlier {
         Earlier {
             runs,
             own_pid: None,
+            complete: false,
+            late: BTreeMap::new(),
         }
+    }
+
+    /// Whether the first sweep saw everything, so that once a sweep leaves nothing, nothing
+    /// of the earlier runs is left (the journal may forget them).
+    pub fn first_sweep_complete(&self) -> bool {
+        self.own_pid.is_some() && self.complete
     }
 
     /// From now on, no name with this process's pid is a leftover: when the first sweep did
@@ -229,9 +244,8 @@ pub fn remove_killed_runners_leftovers(
             }
         }
     }
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo")
-        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))?;
-    Ok(removed + remove_dead_folders(jobs_dir, &stays, &earlier, &mountinfo)?)
+    let mountinfo = read_mountinfo()?;
+    Ok(removed + remove_dead_folders(jobs_dir, &stays, &earlier, &mountinfo, live_leases)?)
 }
 
 /// Of [`remove_killed_runners_leftovers`]: the folders in `jobs_dir` the rules take, but
@@ -242,13 +256,9 @@ fn remove_dead_folders(
     stays: &BTreeSet<String>,
     earlier: &Earlier,
     mountinfo: &str,
+    live: impl FnOnce() -> Result<BTreeSet<String>, String>,
 ) -> Result<usize, String> {
-    let prefix = format!("{}/", jobs_dir.display());
-    if mountinfo
-        .lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .any(|m| m.starts_with(&prefix))
-    {
+    if !mounts_below(mountinfo, jobs_dir).is_empty() {
         return Err(format!(
             "a mount lies under {}: its folders are left to the daemon's start",
             jobs_dir.display()
@@ -264,7 +274,7 @@ fn remove_dead_folders(
         Err(e) => return Err(format!("cannot list {}: {e}", jobs_dir.display())),
     };
     let mut removed = 0;
-    for n in leftovers_among(folders, earlier, &mut BTreeSet::new(), live_leases)? {
+    for n in leftovers_among(folders, earlier, &mut BTreeSet::new(), live)? {
         match std::fs::remove_dir_all(jobs_dir.join(&n)) {
             Ok(()) => removed += 1,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
@@ -284,19 +294,30 @@ pub fn clean_leftovers(
     earlier: &mut Earlier,
 ) -> Result<usize, String> {
     let mut own_seen = BTreeSet::new();
-    let result = sweep(cgroups, config, jobs_dir, earlier, &mut own_seen);
-    earlier.own_pid.get_or_insert(own_seen);
+    let mut late = std::mem::take(&mut earlier.late);
+    let (result, listed_all) = sweep(cgroups, config, jobs_dir, earlier, &mut own_seen, &mut late);
+    earlier.late = late;
+    if earlier.own_pid.is_none() {
+        earlier.own_pid = Some(own_seen);
+        earlier.complete = listed_all;
+    }
     result
 }
 
+/// How long a sweep leaves a cgroup to its late removal: that removal's bound and a margin.
+const LEFT_TO_LATE_REMOVAL: Duration = Duration::from_secs(65);
+
+/// One sweep: what it removed or the problems, and whether it listed everything.
 fn sweep(
     cgroups: Option<CgroupHost>,
     config: &Config,
     jobs_dir: &Path,
     earlier: &Earlier,
     own_seen: &mut BTreeSet<String>,
-) -> Result<usize, String> {
+    late: &mut BTreeMap<String, Instant>,
+) -> (Result<usize, String>, bool) {
     let mut problems = Vec::new();
+    let mut listed_all = true;
     let mut removed = 0;
     let host = match cgroups {
         Some(h) => Some(h),
@@ -304,7 +325,8 @@ fn sweep(
             .map_err(|e| problems.push(format!("cgroups: {e}")))
             .ok(),
     };
-    if let Some(host) = host {
+    late.retain(|_, since| since.elapsed() < LEFT_TO_LATE_REMOVAL);
+    if let Some(host) = &host {
         let listed = host.leftovers().map_err(|e| e.to_string());
         let names = listed.and_then(|paths| {
             leftovers_among(
@@ -320,51 +342,74 @@ fn sweep(
         match names {
             Ok(names) => {
                 for name in names {
+                    if late.contains_key(&name) {
+                        problems.push(format!(
+                            "cgroup {name}: its processes are still being killed"
+                        ));
+                        continue;
+                    }
                     removed += 1;
                     tracing::warn!(cgroup = %name, "killing and removing a job cgroup left by an earlier run");
                     match host.open_job(&name).map(|j| j.remove()) {
                         Ok(Ok(())) => {}
-                        Ok(Err(e)) | Err(e) => problems.push(format!("cgroup {name}: {e}")),
+                        Ok(Err(e)) | Err(e) => {
+                            if matches!(e, crate::sandbox::cgroup::CgroupError::KillTimeout { .. })
+                            {
+                                late.insert(name.clone(), Instant::now());
+                            }
+                            problems.push(format!("cgroup {name}: {e}"));
+                        }
                     }
                 }
             }
-            Err(e) => problems.push(format!("cannot list job cgroups: {e}")),
+            Err(e) => {
+                listed_all = false;
+                problems.push(format!("cannot list job cgroups: {e}"));
+            }
         }
+    } else {
+        listed_all = false;
     }
     // Mounts on the host under the jobs directory (there should be none: a job mounts in
-    // its own namespace); detach any, deepest first, before removing directories.
-    let jobs_prefix = jobs_dir.display().to_string();
-    if let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") {
-        let mut points: Vec<&str> = info
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&format!("{jobs_prefix}/")))
-            .collect();
-        points.sort_by_key(|p| std::cmp::Reverse(p.len()));
-        let name_of = |p: &str| {
-            p[jobs_prefix.len() + 1..]
-                .split('/')
-                .next()
-                .unwrap_or("")
-                .to_string()
-        };
-        match leftovers_among(
-            points.iter().map(|p| name_of(p)),
-            earlier,
-            own_seen,
-            live_leases,
-        ) {
-            Ok(left) => {
-                for p in points.into_iter().filter(|p| left.contains(&name_of(p))) {
-                    tracing::warn!(mount = p, "detaching a mount left by an earlier run");
-                    if let Err(e) = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH) {
-                        problems.push(format!("mount {p}: {e}"));
+    // its own namespace); detach any, deepest first, before removing directories. A
+    // folder with a mount still under it, or any when the mounts cannot be read, stays:
+    // removing it would reach into what is mounted there.
+    let mounted = match read_mountinfo() {
+        Ok(info) => {
+            let points = mounts_below(&info, jobs_dir);
+            match leftovers_among(
+                points.iter().map(|(n, _)| n.clone()),
+                earlier,
+                own_seen,
+                live_leases,
+            ) {
+                Ok(left) => {
+                    for (_, p) in points.iter().filter(|(n, _)| left.contains(n)) {
+                        tracing::warn!(mount = %p.display(), "detaching a mount left by an earlier run");
+                        if let Err(e) = nix::mount::umount2(p, nix::mount::MntFlags::MNT_DETACH) {
+                            problems.push(format!("mount {}: {e}", p.display()));
+                        }
                     }
                 }
+                Err(e) => problems.push(e),
             }
-            Err(e) => problems.push(e),
+            read_mountinfo().map(|info| {
+                mounts_below(&info, jobs_dir)
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .collect::<BTreeSet<String>>()
+            })
         }
-    }
+        Err(e) => Err(e),
+    };
+    let mounted = match mounted {
+        Ok(names) => names,
+        Err(e) => {
+            listed_all = false;
+            problems.push(format!("{e}: no job folder is removed"));
+            return (Err(problems.join("; ")), listed_all);
+        }
+    };
     let listed = std::fs::read_dir(jobs_dir).map(|entries| {
         entries
             .filter_map(Result::ok)
@@ -376,6 +421,10 @@ fn sweep(
         Ok(Ok(left)) => {
             for name in left {
                 let path = jobs_dir.join(&name);
+                if mounted.contains(&name) {
+                    problems.push(format!("{}: a mount is still under it", path.display()));
+                    continue;
+                }
                 removed += 1;
                 tracing::warn!(dir = %path.display(), "removing a job directory left by an earlier run");
                 if let Err(err) = std::fs::remove_dir_all(&path) {
@@ -386,13 +435,65 @@ fn sweep(
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => problems.push(format!("cannot list {}: {e}", jobs_dir.display())),
+        Err(e) => {
+            listed_all = false;
+            problems.push(format!("cannot list {}: {e}", jobs_dir.display()));
+        }
     }
-    if problems.is_empty() {
+    let result = if problems.is_empty() {
         Ok(removed)
     } else {
         Err(problems.join("; "))
+    };
+    (result, listed_all)
+}
+
+fn read_mountinfo() -> Result<String, String> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .map_err(|e| format!("cannot read /proc/self/mountinfo: {e}"))
+}
+
+/// The mount points `mountinfo` lists below `dir`, each with the name of the folder of
+/// `dir` it lies in, deepest first. `dir` is compared by its real path (a relative path or
+/// a link to it names the same mounts), and the points decoded (mountinfo writes a space,
+/// a tab, a line break and a backslash as `\ooo`).
+fn mounts_below(mountinfo: &str, dir: &Path) -> Vec<(String, PathBuf)> {
+    let real = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    let mut points: Vec<(String, PathBuf)> = mountinfo
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(unescape_mount_point)
+        .filter_map(|p| {
+            let name = p.strip_prefix(&real).ok()?.components().next()?;
+            let name = name.as_os_str().to_string_lossy().into_owned();
+            Some((name, p))
+        })
+        .collect();
+    points.sort_by_key(|(_, p)| std::cmp::Reverse(p.as_os_str().len()));
+    points
+}
+
+fn unescape_mount_point(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt as _;
+    let b = field.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
     }
+    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 #[cfg(test)]
@@ -596,14 +697,15 @@ mod tests {
             "36 35 98:0 / {}/old.4194305.3/skill rw - tmpfs tmpfs rw\n",
             jobs.display()
         );
-        assert!(remove_dead_folders(&jobs, &stays, &earlier, &under).is_err());
+        let none = || Ok(BTreeSet::new());
+        assert!(remove_dead_folders(&jobs, &stays, &earlier, &under, none).is_err());
         assert!(
             dead.exists(),
             "nothing goes while a mount lies under the folder"
         );
         let elsewhere = "36 35 98:0 / /mnt rw - tmpfs tmpfs rw\n";
         assert_eq!(
-            remove_dead_folders(&jobs, &stays, &earlier, elsewhere),
+            remove_dead_folders(&jobs, &stays, &earlier, elsewhere, none),
             Ok(1)
         );
         assert!(!dead.exists(), "a dead runner's");
@@ -612,6 +714,40 @@ mod tests {
             "its cgroup is left: its processes may still run"
         );
         assert!(mine.exists(), "a name with this process's pid");
+    }
+
+    #[test]
+    fn mount_points_are_matched_by_the_folders_real_path_and_decoded() {
+        let tmp = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(tmp.path())
+            .unwrap()
+            .join("state dir/jobs");
+        std::fs::create_dir_all(&real).unwrap();
+        let link = tmp.path().join("link");
+        std::os::unix::fs::symlink(real.parent().unwrap(), &link).unwrap();
+        let escaped = real.display().to_string().replace(' ', "\\040");
+        let info = format!(
+            "1 0 8:1 / / rw - ext4 /dev/root rw\n\
+             36 35 0:5 / {escaped}/a.4194305.1/skill rw - tmpfs tmpfs rw\n\
+             37 35 0:5 / {escaped}/a.4194305.1/skill/deep rw - tmpfs tmpfs rw\n\
+             38 35 0:5 / {escaped}x/b.1.1 rw - tmpfs tmpfs rw\n"
+        );
+        let found = mounts_below(&info, &link.join("jobs"));
+        assert_eq!(
+            found,
+            vec![
+                (
+                    "a.4194305.1".to_string(),
+                    real.join("a.4194305.1/skill/deep")
+                ),
+                ("a.4194305.1".to_string(), real.join("a.4194305.1/skill")),
+            ],
+            "deepest first; not a sibling folder whose name only begins the same"
+        );
+        assert_eq!(
+            unescape_mount_point("/a\\134b\\011c\\9"),
+            PathBuf::from("/a\\b\tc\\9")
+        );
     }
 
     #[test]
