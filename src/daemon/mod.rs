@@ -211,6 +211,7 @@ async fn serve(
         jobs_dir: state.join("jobs"),
         journal: journal.clone(),
         run_id,
+        busy: Default::default(),
     };
     let mut earlier = recovery::Earlier::at_start(earlier_pids);
     let left = match cleaning.sweep(&mut earlier).await {
@@ -245,6 +246,7 @@ async fn serve(
     if let Some(pool) = jobs.pool() {
         pool.start();
     }
+    let sweeping = cleaning.busy.clone();
     let retry = left.map(|earlier| tokio::spawn(cleaning.retry(earlier)));
     tracing::info!(
         socket = %config.daemon.socket.display(),
@@ -310,7 +312,14 @@ async fn serve(
     reload.abort();
     prune.abort();
     if let Some(retry) = retry {
+        // No new sweep starts; one at work on its thread ends first.
         retry.abort();
+        if tokio::time::timeout(SWEEP_AT_EXIT, sweeping.lock())
+            .await
+            .is_err()
+        {
+            tracing::warn!("a removal of an earlier run's leftovers was still at work at exit");
+        }
     }
     check_state.abort();
     connections_done.cancel();
@@ -332,6 +341,8 @@ async fn serve(
 /// waits twice as long, up to [`CLEAN_AGAIN_AT_MOST`].
 const CLEAN_AGAIN_FIRST: Duration = Duration::from_secs(5);
 const CLEAN_AGAIN_AT_MOST: Duration = Duration::from_secs(600);
+/// How long the daemon's exit waits for a sweep at work to end.
+const SWEEP_AT_EXIT: Duration = Duration::from_secs(30);
 
 /// Removing what an earlier run left (`recovery::clean_leftovers`): once at start, and
 /// again while serving as long as it fails.
@@ -341,6 +352,10 @@ struct Cleaning {
     jobs_dir: PathBuf,
     journal: Arc<Journal>,
     run_id: i64,
+    /// Held by a sweep's thread while it works: the daemon's exit waits for it
+    /// ([`SWEEP_AT_EXIT`]), so that no exit cuts a kill short (a cgroup v1 freezer left
+    /// frozen between its freeze and its thaw).
+    busy: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl Cleaning {
@@ -353,8 +368,10 @@ impl Cleaning {
             self.jobs_dir.clone(),
         );
         let mut rules = earlier.clone();
+        let busy = self.busy.clone().lock_owned().await;
         let (swept, rules) = tokio::task::spawn_blocking(move || {
             let swept = recovery::clean_leftovers(host, &config, &dir, &mut rules);
+            drop(busy);
             (swept, rules)
         })
         .await
