@@ -537,6 +537,19 @@ fn two_runners_side_by_side_never_share_a_uid() {
     assert_host_clean("itest-uid-");
 }
 
+/// A `run-job` of a job `id` whose tool idles, once its tool runs.
+fn run_job_idling(state: &State, id: &str) -> std::process::Child {
+    let text = serde_json::to_vec(&job(id, "setInterval(()=>{},1000)", json!({}))).expect("job");
+    let child = state.start_run_job(&text);
+    assert!(
+        wait_for(std::time::Duration::from_secs(60), || {
+            !sandbox_processes(id).is_empty()
+        }),
+        "the job's tool never ran"
+    );
+    child
+}
+
 /// A `run-job` interrupted while its tool runs (a terminal's Ctrl-C, a `kill`, a closed
 /// terminal) kills the job and removes what it made before it ends: its processes, its
 /// cgroups and its folder. It prints the result, `internal` `shutdown`, saying which signal
@@ -554,15 +567,7 @@ fn an_interrupted_run_job_kills_its_job_and_leaves_nothing_behind() {
     ] {
         let state = State::new();
         let id = format!("itest-interrupted-{}", name.to_lowercase());
-        let code = "setInterval(()=>{},1000)";
-        let text = serde_json::to_vec(&job(&id, code, json!({}))).expect("job json");
-        let child = state.start_run_job(&text);
-        assert!(
-            wait_for(std::time::Duration::from_secs(60), || {
-                !sandbox_processes(&id).is_empty()
-            }),
-            "the job's tool never ran"
-        );
+        let child = run_job_idling(&state, &id);
         let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("a pid"));
         kill(pid, signal).expect("signal the runner");
         let r = result_of(child, name);
@@ -584,14 +589,7 @@ fn what_a_killed_run_job_left_is_removed_by_the_next_runner() {
     let _h = exclusive();
     let state = State::new();
     let id = "itest-killed-run-job";
-    let text = serde_json::to_vec(&job(id, "setInterval(()=>{},1000)", json!({}))).expect("job");
-    let mut child = state.start_run_job(&text);
-    assert!(
-        wait_for(std::time::Duration::from_secs(60), || {
-            !sandbox_processes(id).is_empty()
-        }),
-        "the job's tool never ran"
-    );
+    let mut child = run_job_idling(&state, id);
     // Where a systemd scope holds the runner's jobs, systemd removes them with it.
     let scoped = leftover_cgroups(id)
         .iter()
