@@ -462,7 +462,7 @@ fn mounts_below(mountinfo: &str, dir: &Path) -> Vec<(String, PathBuf)> {
     let mut points: Vec<(String, PathBuf)> = mountinfo
         .lines()
         .filter_map(|l| l.split(' ').nth(4))
-        .map(unescape_mount_point)
+        .map(crate::sandbox::cgroup::unescape_path)
         .filter_map(|p| {
             let name = p.strip_prefix(&real).ok()?.components().next()?;
             let name = name.as_os_str().to_string_lossy().into_owned();
@@ -471,29 +471,6 @@ fn mounts_below(mountinfo: &str, dir: &Path) -> Vec<(String, PathBuf)> {
         .collect();
     points.sort_by_key(|(_, p)| std::cmp::Reverse(p.as_os_str().len()));
     points
-}
-
-fn unescape_mount_point(field: &str) -> PathBuf {
-    use std::os::unix::ffi::OsStringExt as _;
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let octal = b
-            .get(i + 1..i + 4)
-            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
-        match (b[i], octal) {
-            (b'\\', Some(d)) => {
-                out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
-                i += 4;
-            }
-            (c, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    PathBuf::from(std::ffi::OsString::from_vec(out))
 }
 
 #[cfg(test)]
@@ -745,8 +722,9 @@ mod tests {
             "deepest first; not a sibling folder whose name only begins the same"
         );
         assert_eq!(
-            unescape_mount_point("/a\\134b\\011c\\9"),
-            PathBuf::from("/a\\b\tc\\9")
+            crate::sandbox::cgroup::unescape_path("/a\\134b\\011c\\9\\777"),
+            PathBuf::from("/a\\b\tc\\9\\777"),
+            "an escape past a byte is kept as written"
         );
     }
 

@@ -60,6 +60,7 @@
 //! blocking task.
 
 mod common;
+pub(crate) use common::unescape_path;
 mod detect;
 mod error;
 mod job;

@@ -102,6 +102,17 @@ fn parse_mountinfo_line(line: &str) -> Option<CgroupMount> {
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
 fn unescape(field: &str) -> String {
+    String::from_utf8_lossy(&unescape_bytes(field)).into_owned()
+}
+
+/// A mount point of mountinfo as the bytes it names (no lossy UTF-8: a path compared with
+/// a real one must keep every byte).
+pub(crate) fn unescape_path(field: &str) -> PathBuf {
+    use std::os::unix::ffi::OsStringExt as _;
+    PathBuf::from(std::ffi::OsString::from_vec(unescape_bytes(field)))
+}
+
+fn unescape_bytes(field: &str) -> Vec<u8> {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
@@ -122,7 +133,7 @@ fn unescape(field: &str) -> String {
         out.push(bytes[i]);
         i += 1;
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// `/proc/self/cgroup`: the v2 path (`0::/path`) and each v1 hierarchy's controllers and path.
