@@ -130,7 +130,8 @@ pub struct DaemonConfig {
     /// JSON log lines instead of text.
     #[serde(default)]
     pub log_json: bool,
-    /// How long a client may take to send a request's headers (also an idle connection).
+    /// How long a client may take to send a request's headers (also an idle connection, and
+    /// an answer it leaves unread).
     #[serde(default = "default_header_timeout_ms")]
     pub header_timeout_ms: u64,
     /// How long a client may take to send a request's body.

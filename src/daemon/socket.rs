@@ -6,11 +6,16 @@ use super::jobs::Jobs;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::convert::Infallible;
+use std::future::Future as _;
+use std::io;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
@@ -414,6 +419,9 @@ async fn serve_peer<S>(
             Ok(http::forbidden())
         }
     });
+    // A caller that stops reading its answers is given as long to take a byte of them as
+    // to send a request's head.
+    let stream = WriteDeadline::new(stream, header_timeout);
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(TokioTimer::new())
         .header_read_timeout(header_timeout)
@@ -430,6 +438,97 @@ async fn serve_peer<S>(
             conn.as_mut().graceful_shutdown();
             let _ = tokio::time::timeout(Duration::from_secs(2), conn).await;
         }
+    }
+}
+
+/// A connection whose answers must keep moving: a write or flush that could not go on for
+/// `limit` (the caller stopped reading, and the socket's buffers are full) fails with
+/// `TimedOut`, which ends hyper's connection and frees its slot. Any byte written starts
+/// the wait again, so a slow reader is not cut off, only one that takes nothing.
+struct WriteDeadline<S> {
+    inner: S,
+    limit: Duration,
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteDeadline<S> {
+    fn new(inner: S, limit: Duration) -> WriteDeadline<S> {
+        WriteDeadline {
+            inner,
+            limit,
+            stalled: None,
+        }
+    }
+
+    /// What a write step's `polled` outcome becomes: progress ends the wait, a blocked step
+    /// starts it (or goes on with it) and fails once it has lasted `limit`.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.stalled = None;
+            return polled;
+        }
+        let limit = self.limit;
+        let stalled = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match stalled.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the caller took no byte of its answer for {} ms",
+                    limit.as_millis()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteDeadline<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteDeadline<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let polled = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, polled)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let polled = Pin::new(&mut self.inner).poll_shutdown(cx);
+        self.watch(cx, polled)
     }
 }
 
@@ -493,6 +592,43 @@ mod tests {
         tokio::time::timeout(Duration::from_secs(10), served)
             .await
             .expect("let go long before the 60 s header timeout");
+    }
+
+    /// An admitted caller that sends requests and never reads their answers (pipelined, or
+    /// one answer larger than the socket holds) is cut off once no byte of an answer could be
+    /// written for `header_timeout_ms`: before, hyper waited on the write for good, and the
+    /// caller held its connection slot as long as it liked.
+    #[tokio::test]
+    async fn a_caller_that_stops_reading_its_answers_is_cut_off() {
+        use tokio::io::AsyncWriteExt as _;
+        let config = crate::config::Config::parse("[daemon]\nheader_timeout_ms = 500\n").unwrap();
+        let d = super::super::jobs::tests::jobs_under(None, &config);
+        let jobs = d.jobs.clone();
+        let (mut client, server) = UnixStream::pair().unwrap();
+        let served = tokio::spawn(serve_peer(
+            server,
+            Some(p(0, 0, &[])),
+            jobs.clone(),
+            CancellationToken::new(),
+            jobs.header_timeout,
+            Door::Open,
+        ));
+        // Far more answers than the socket's buffers hold (each /v1/info is about a KiB),
+        // sent as fast as the daemon reads them; the client never reads.
+        let sending = tokio::spawn(async move {
+            let req = b"GET /v1/info HTTP/1.1\r\nhost: x\r\n\r\n";
+            for _ in 0..5000 {
+                if client.write_all(req).await.is_err() {
+                    break;
+                }
+            }
+            client
+        });
+        let ended = tokio::time::timeout(Duration::from_secs(10), served).await;
+        sending.abort();
+        ended
+            .expect("the connection ends soon after its answers stop being read")
+            .unwrap();
     }
 
     #[tokio::test]
