@@ -66,6 +66,7 @@ fn plan(join: CgroupJoin, root: &Path) -> Plan {
         fault: None,
         omit: vec![],
         pid_one_pause_ms: 0,
+        hand_over_pause_ms: 0,
     }
 }
 

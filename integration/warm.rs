@@ -24,10 +24,17 @@ struct Setup {
 
 impl Setup {
     fn new() -> Setup {
+        Setup::with(|_| {})
+    }
+
+    /// The setup with the engine's configuration changed by `tweak`.
+    fn with(tweak: impl FnOnce(&mut openvibe_skill_runner::config::Config)) -> Setup {
         require_host();
         let host = exclusive();
         let state = State::new();
-        let engine = Engine::start(hermetic_engine_config(state.path()))
+        let mut config = hermetic_engine_config(state.path());
+        tweak(&mut config);
+        let engine = Engine::start(config)
             .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
             .with_runner_executable(PathBuf::from(INIT));
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -410,6 +417,48 @@ fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Valu
     })
 }
 
+/// What pid 1 holds once it has shed its privileges: no capability, no_new_privs, not
+/// dumpable (as `pid_one_privileges` reads it).
+fn pid_one_shed() -> Value {
+    let none = "0000000000000000";
+    json!([
+        "NSpid: 1",
+        format!("CapInh: {none}"),
+        format!("CapPrm: {none}"),
+        format!("CapEff: {none}"),
+        format!("CapBnd: {none}"),
+        format!("CapAmb: {none}"),
+        "NoNewPrivs: 1",
+        "environ read by uid 0 without capabilities: no",
+    ])
+}
+
+/// A warm sandbox's pid 1 sheds its privileges before it reports the hand-over, the
+/// report after which the runner lets the tool run. The test hook
+/// `runner.hand_over_pause_ms` holds pid 1 right after that report, for the whole of
+/// the tool's run, and the host finds it holding nothing. Before, the report came
+/// first: the tool's code could run beside a pid 1 still holding every capability, not
+/// yet no_new_privs and still dumpable (and a shed that failed then was reported as a
+/// sandbox that never ran the tool).
+#[test]
+fn a_warm_sandboxs_pid_one_holds_nothing_once_the_tool_may_run() {
+    let setup = Setup::with(|c| c.runner.hand_over_pause_ms = 4000);
+    let sandbox = setup.warm(Shape::default_job());
+    let name = sandbox.cgroup_paths()[0]
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("a cgroup name");
+    let source = Given::of(vec![sandbox]);
+    let (hot, host) = run_watched(&name, || {
+        setup.run_with(code_job("warm-shed", VIEW, json!({"x": 1})), &source)
+    });
+    assert_eq!(source.left(), 0, "the job took the warm sandbox");
+    assert_status(&hot, "ok", None);
+    assert_eq!(host["pid1_privileges"], pid_one_shed(), "{host}");
+    environ_reader_reads_a_dumpable_process();
+    setup.assert_clean(&["warm-shed"]);
+}
+
 #[test]
 fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
     let setup = Setup::new();
@@ -474,21 +523,7 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
     );
     // Pid 1 reaps the tool and relays its end, and holds nothing more for it, warm or
     // cold (compared below).
-    let none = "0000000000000000";
-    assert_eq!(
-        cold_host["pid1_privileges"],
-        json!([
-            "NSpid: 1",
-            format!("CapInh: {none}"),
-            format!("CapPrm: {none}"),
-            format!("CapEff: {none}"),
-            format!("CapBnd: {none}"),
-            format!("CapAmb: {none}"),
-            "NoNewPrivs: 1",
-            "environ read by uid 0 without capabilities: no",
-        ]),
-        "{cold_host}"
-    );
+    assert_eq!(cold_host["pid1_privileges"], pid_one_shed(), "{cold_host}");
     environ_reader_reads_a_dumpable_process();
     assert!(
         hot_host["tree"]

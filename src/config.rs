@@ -87,6 +87,12 @@ pub struct RunnerConfig {
     /// the daemon's pool would. Only a build with the `test-hooks` feature accepts it.
     #[serde(default)]
     pub warm_every_job: bool,
+    /// Tests of the warm hand-over only: pid 1 of a warm sandbox waits this long right
+    /// after it reports the hand-over (the tool then runs), which widens the moment in
+    /// which it could still hold what it sheds. Only a build with the `test-hooks` feature
+    /// accepts it.
+    #[serde(default)]
+    pub hand_over_pause_ms: u32,
     /// Jobs the daemon runs at once; 0 means the number of CPU cores.
     #[serde(default)]
     pub max_jobs: usize,
@@ -349,6 +355,7 @@ impl Default for RunnerConfig {
             pretend_missing: Vec::new(),
             omit_layers: Vec::new(),
             warm_every_job: false,
+            hand_over_pause_ms: 0,
             max_jobs: 0,
             queue_len: 0,
             dns_servers: Vec::new(),
@@ -549,6 +556,7 @@ impl Config {
             &self.runner.pretend_missing,
             &self.runner.omit_layers,
             self.runner.warm_every_job,
+            self.runner.hand_over_pause_ms,
         )
     }
 
@@ -799,6 +807,7 @@ mod tests {
             "[runner]\nfault_inject = \"landlock\"\n",
             "[runner]\npretend_missing = [\"cgroups\"]\n",
             "[runner]\nomit_layers = [\"seccomp\"]\n",
+            "[runner]\nhand_over_pause_ms = 100\n",
         ] {
             std::fs::write(&path, text).unwrap();
             let loaded = Config::load(Some(&path));

@@ -141,6 +141,7 @@ pub fn hooks_problem(
     missing: &[MissingLayer],
     omit: &[Layer],
     warm_every_job: bool,
+    hand_over_pause_ms: u32,
 ) -> Option<String> {
     if HOOKS {
         return None;
@@ -150,6 +151,7 @@ pub fn hooks_problem(
         ("runner.pretend_missing", !missing.is_empty()),
         ("runner.omit_layers", !omit.is_empty()),
         ("runner.warm_every_job", warm_every_job),
+        ("runner.hand_over_pause_ms", hand_over_pause_ms > 0),
     ]
     .into_iter()
     .filter_map(|(key, on)| on.then_some(key))
@@ -188,8 +190,8 @@ mod tests {
 
     #[test]
     fn hooks_are_refused_exactly_when_the_build_lacks_the_feature() {
-        assert_eq!(hooks_problem(None, &[], &[], false), None);
-        let p = hooks_problem(Some(Fault::Seccomp), &[], &[Layer::Landlock], true);
+        assert_eq!(hooks_problem(None, &[], &[], false, 0), None);
+        let p = hooks_problem(Some(Fault::Seccomp), &[], &[Layer::Landlock], true, 0);
         if HOOKS {
             assert_eq!(p, None);
         } else {
@@ -199,7 +201,7 @@ mod tests {
                     && p.contains("--features test-hooks"),
                 "{p}"
             );
-            let p = hooks_problem(None, &[MissingLayer::Cgroups], &[], false).expect("refused");
+            let p = hooks_problem(None, &[MissingLayer::Cgroups], &[], false, 0).expect("refused");
             assert!(
                 p.starts_with("runner.pretend_missing is a test hook"),
                 "{p}"

@@ -305,6 +305,10 @@ pub struct Plan {
     /// signal, which widens the moment in which a runner killed would leave it behind
     /// (`integration/cgroup.rs` proves pid 1 follows it all the same).
     pub pid_one_pause_ms: u32,
+    /// A test hook, 0 in real use: pid 1 of a warm sandbox waits this long right after it
+    /// reports the hand-over, while the tool runs (`integration/warm.rs` proves it holds
+    /// nothing by then).
+    pub hand_over_pause_ms: u32,
 }
 
 impl Plan {
@@ -479,7 +483,7 @@ pub fn is_node_hardening_flag(arg: &str) -> bool {
 /// asked to inject a fault or leave a layer out (the configuration refuses that first; the
 /// plan refuses it again, so no path around the configuration runs a job with less).
 pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
-    if let Some(problem) = crate::fault::hooks_problem(inputs.fault, &[], inputs.omit, false) {
+    if let Some(problem) = crate::fault::hooks_problem(inputs.fault, &[], inputs.omit, false, 0) {
         return Err(problem);
     }
     let PlanInputs {
@@ -723,6 +727,7 @@ pub fn build(inputs: PlanInputs<'_>) -> Result<Plan, String> {
         fault: None,
         omit,
         pid_one_pause_ms: 0,
+        hand_over_pause_ms: 0,
     };
     if let Some(fault) = fault {
         inject(&mut plan, fault)?;

@@ -266,7 +266,8 @@ impl Engine {
             omit,
             warm: true,
         })
-        .and_then(|plan| {
+        .and_then(|mut plan| {
+            plan.hand_over_pause_ms = self.config.runner.hand_over_pause_ms;
             let bytes = encode_plan(&plan).map_err(|e| format!("cannot encode the plan: {e}"))?;
             Ok((plan.root_bytes, bytes))
         });

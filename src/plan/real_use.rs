@@ -53,6 +53,7 @@ impl Plan {
             (
                 self.fault.is_none()
                     && self.pid_one_pause_ms == 0
+                    && self.hand_over_pause_ms == 0
                     && self
                         .omit
                         .iter()

@@ -190,6 +190,11 @@ fn a_plan_in_real_use_leaves_nothing_out() {
     held.pid_one_pause_ms = 1;
     assert_eq!(held.short_of_real_use(), ["no test hook"]);
     assert!(held.refused_without_hooks(false).is_some());
+    // So is pid 1 held after a warm sandbox's hand-over.
+    let mut paused = plan(24, true);
+    paused.hand_over_pause_ms = 1;
+    assert_eq!(paused.short_of_real_use(), ["no test hook"]);
+    assert!(paused.refused_without_hooks(false).is_some());
     let egress = job_with_net(Net::Public);
     let p = try_plan(&egress, 6, None, &[]).expect("a plan");
     assert!(p.join_netns.is_some());

@@ -451,18 +451,32 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) ->
             close_stdio();
             exec_gate::close_inherited();
             let mut ended = None;
+            let mut handed = false;
             if plan.start == Start::Warm {
                 match await_hand_over(child, host_root) {
-                    Ok(HandOverEnd::Handed) => report(&Report::HandedOver),
+                    Ok(HandOverEnd::Handed) => handed = true,
                     Ok(HandOverEnd::ToolEnded(status)) => ended = Some(status),
                     // Ending pid 1 ends the namespace: Node, at its gate, with it.
                     Err((step, e)) => fail(step, e),
                 }
             }
             // From here pid 1 only reaps and reports: it keeps no privilege a kernel bug
-            // in reach of the job could borrow.
+            // in reach of the job could borrow. In a warm sandbox this comes before the
+            // hand-over's report, after which the runner lets the tool run at once: the
+            // tool never runs beside a pid 1 that still holds them, and a shed that fails
+            // ends a sandbox whose tool has not run.
             if let Err((step, e)) = shed_pid_one_privileges() {
                 fail(step, e);
+            }
+            if handed {
+                report(&Report::HandedOver);
+                if plan.hand_over_pause_ms > 0 {
+                    // The test hook (a plan with it is refused by a build without the
+                    // hooks): the tool runs meanwhile.
+                    std::thread::sleep(std::time::Duration::from_millis(
+                        plan.hand_over_pause_ms.into(),
+                    ));
+                }
             }
             loop {
                 let status = match ended.take() {
