@@ -66,10 +66,15 @@ impl Setup {
     /// the job's shape, and waits for what is left of it to be removed, as the daemon
     /// does before it frees the job's slot.
     fn run_with(&self, job: Value, source: &dyn WarmSource) -> Value {
+        self.run_cancellable(job, source, &Cancel::new())
+    }
+
+    /// [`Setup::run_with`] with the job's cancel given.
+    fn run_cancellable(&self, job: Value, source: &dyn WarmSource, cancel: &Cancel) -> Value {
         let valid =
             parse_job_value(job, &Bounds::default()).unwrap_or_else(|r| panic!("valid job: {r:?}"));
         let result = self.rt.block_on(async {
-            let (result, removal) = self.engine.run_with(valid, &Cancel::new(), source).await;
+            let (result, removal) = self.engine.run_with(valid, cancel, source).await;
             removal.done().await;
             result
         });
@@ -716,6 +721,68 @@ fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
     assert_status(&result, "ok", None);
     assert_eq!(result["output"], json!({"dead": true}));
     setup.assert_clean(&["warm-dead"]);
+}
+
+/// Hands out the sandboxes of a [`Given`], and cancels the job as it hands one out: the
+/// cancel lands after the take, before the hand-over.
+struct CancelsAtTake(Given, Cancel);
+
+impl WarmSource for CancelsAtTake {
+    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
+        let taken = self.0.take(shape);
+        self.1
+            .cancel(openvibe_skill_runner::cancel::Cause::Requested);
+        taken
+    }
+}
+
+/// A job cancelled before its tool starts never starts it, warm as cold, and its result
+/// says so. Cancelled before a warm sandbox is taken, it takes none (the sandbox waits on
+/// for another job); cancelled once it has one, the hand-over's go is never given and the
+/// sandbox is discarded. Before, the go byte was written beside the cancel, and the tool
+/// could run until the kill reached it (a race the kill mostly won, so the result's
+/// "cancelled" without "before it started" is what showed it).
+#[test]
+fn a_job_cancelled_before_its_warm_tool_starts_never_starts_it() {
+    use openvibe_skill_runner::cancel::Cause;
+    let setup = Setup::new();
+    let tool = "require('fs').writeSync(2, 'ran\\n'); setTimeout(() => {}, 5000);";
+    let never_ran = |r: &Value, what: &str| {
+        assert_eq!(r["status"], "cancelled", "{what}: {r}");
+        assert_eq!(
+            r["message"], "the job was cancelled before it started",
+            "{what}: {r}"
+        );
+        assert!(
+            !r["stderr"].as_str().unwrap_or("").contains("ran"),
+            "{what}: the tool ran: {r}"
+        );
+    };
+    for round in 0..3 {
+        // Cancelled before it reaches the pool: no sandbox taken.
+        let mut spare = setup.warm(Shape::default_job());
+        until_ready(&mut spare);
+        let source = Given::of(vec![spare]);
+        let cancel = Cancel::new();
+        cancel.cancel(Cause::Requested);
+        let id = format!("warm-cancel-before-{round}");
+        let r = setup.run_cancellable(code_job(&id, tool, json!({})), &source, &cancel);
+        never_ran(&r, "cancelled before the take");
+        assert_eq!(source.left(), 1, "a cancelled job takes no warm sandbox");
+        for s in std::mem::take(&mut *source.0.lock().unwrap_or_else(|p| p.into_inner())) {
+            setup.rt.block_on(s.discard());
+        }
+        // Cancelled once it holds one.
+        let mut held = setup.warm(Shape::default_job());
+        until_ready(&mut held);
+        let cancel = Cancel::new();
+        let source = CancelsAtTake(Given::of(vec![held]), cancel.clone());
+        let id = format!("warm-cancel-at-{round}");
+        let r = setup.run_cancellable(code_job(&id, tool, json!({})), &source, &cancel);
+        assert_eq!(source.0.left(), 0, "the job took the warm sandbox");
+        never_ran(&r, "cancelled after the take");
+    }
+    setup.assert_clean(&["warm-cancel"]);
 }
 
 /// A tool aimed at the pool: from a warm sandbox it looks for the hand-over's pipe (its

@@ -377,6 +377,9 @@ impl Engine {
             Ok(f) => f,
             Err(result) => return (*result, Removal::none()),
         };
+        if let Some(cancelled) = self.cancelled_before_start(&job, cancel) {
+            return (cancelled, Removal::none());
+        }
         let shape = Shape::of(&job);
         if self.warmable(shape) {
             if let Some(sandbox) = warm.take(shape) {
@@ -414,9 +417,29 @@ impl Engine {
         }
         let job = Arc::new(job);
         match self.verified_files(&job, cancel).await {
-            Ok(files) => self.run_cold(&job, &files, cancel).await,
+            Ok(files) => match self.cancelled_before_start(&job, cancel) {
+                Some(cancelled) => cancelled,
+                None => self.run_cold(&job, &files, cancel).await,
+            },
             Err(result) => *result,
         }
+    }
+
+    /// The result of a job cancelled before its tool was started: it then never is, warm
+    /// or cold, and no sandbox is made or taken for it.
+    pub(super) fn cancelled_before_start(
+        &self,
+        job: &ValidJob,
+        cancel: &Cancel,
+    ) -> Option<JobResult> {
+        let cause = cancel.cause()?;
+        Some(JobResult::not_run(
+            &job.job_id,
+            cause.reason(),
+            cause.message(false),
+            job.net,
+            self.node(),
+        ))
     }
 
     /// The job's files, found in the cache or fetched where the media service has them,

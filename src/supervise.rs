@@ -552,6 +552,7 @@ impl Started {
             stats
         };
         let plan_writer = self.plan_writer.take();
+        let go_unless = cancel.clone();
         let writer = tokio::spawn(async move {
             let mut stdin = match plan_writer {
                 Some(w) => w.await.ok().flatten(),
@@ -559,7 +560,11 @@ impl Started {
             };
             if let Some(s) = stdin.as_mut() {
                 // A tool may never read its input: the write then ends with the job (EPIPE).
-                let opened = !go || s.write_all(&[crate::plan::GO_BYTE]).await.is_ok();
+                // A job cancelled by now never starts its tool: the kill below ends it
+                // at its gate.
+                let opened = !go
+                    || (!go_unless.is_cancelled()
+                        && s.write_all(&[crate::plan::GO_BYTE]).await.is_ok());
                 if opened {
                     let _ = s.write_all(&input).await;
                 }

@@ -374,6 +374,11 @@ impl Engine {
             sandbox.discard().await;
             return Err(e);
         }
+        // Cancelled meanwhile: the go is never given, the tool never starts.
+        if let Some(cancelled) = self.cancelled_before_start(job, cancel) {
+            sandbox.discard().await;
+            return Ok((cancelled, Removal::none()));
+        }
         let WarmSandbox {
             started,
             cgroup,
