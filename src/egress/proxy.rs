@@ -292,7 +292,8 @@ struct ServedJob {
     /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
     dns_in_flight: Arc<Semaphore>,
     /// What the upstream said about each name resolved in this job (at most
-    /// `dns.max_names`), shared by the DNS responder and the proxy; a failure is not kept.
+    /// `dns.max_names`), shared by the DNS responder and the proxy; a failure is not kept,
+    /// but its name keeps its place.
     names: Mutex<HashMap<String, Arc<OnceCell<Resolution>>>>,
     /// The proxied connections open now, to close the idlest at the cap.
     open: Mutex<OpenConnections>,
@@ -479,7 +480,7 @@ impl ServedJob {
 
     /// Resolves `name` (canonical, allowed for the job) upstream once per job: concurrent
     /// callers share one lookup, later ones get its answer; a failure is not kept, so the next
-    /// query asks again.
+    /// query asks again (the name still counts against `dns.max_names`).
     async fn resolution(&self, name: &str) -> Resolution {
         let cell = {
             let mut names = self.lock_names();
@@ -500,9 +501,12 @@ impl ServedJob {
             .await
             .clone();
         if found == Resolution::Failed {
+            // Asked again next time, and still one of the job's names: the cap counts
+            // every name sent upstream, so a nameserver that fails on purpose does not
+            // take names past it.
             let mut names = self.lock_names();
             if names.get(name).is_some_and(|c| Arc::ptr_eq(c, &cell)) {
-                names.remove(name);
+                names.insert(name.to_string(), Arc::new(OnceCell::new()));
             }
         }
         found

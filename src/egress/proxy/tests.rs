@@ -303,3 +303,111 @@ fn a_job_writes_a_bounded_number_of_log_lines_however_many_attempts() {
         "the first attempts are logged: {logged}"
     );
 }
+
+/// An upstream DNS server on loopback that answers every query SERVFAIL, counting the
+/// names it was asked about, until `stop` is set.
+fn failing_upstream(
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> (
+    DnsServer,
+    std::thread::JoinHandle<std::collections::BTreeSet<String>>,
+) {
+    use hickory_proto::op::{Message, MessageType, ResponseCode};
+    let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind the upstream");
+    s.set_read_timeout(Some(Duration::from_millis(50)))
+        .expect("timeout");
+    let at = DnsServer(s.local_addr().expect("addr"));
+    let served = std::thread::spawn(move || {
+        let mut asked = std::collections::BTreeSet::new();
+        let mut buf = vec![0u8; 4096];
+        while !stop.load(Ordering::SeqCst) {
+            let Ok((n, from)) = s.recv_from(&mut buf) else {
+                continue;
+            };
+            let Ok(q) = Message::from_vec(&buf[..n]) else {
+                continue;
+            };
+            for query in &q.queries {
+                asked.insert(query.name().to_ascii().to_lowercase());
+            }
+            let mut a = q.clone();
+            a.metadata.message_type = MessageType::Response;
+            a.metadata.response_code = ResponseCode::ServFail;
+            if let Ok(bytes) = a.to_vec() {
+                let _ = s.send_to(&bytes, from);
+            }
+        }
+        asked
+    });
+    (at, served)
+}
+
+/// The cap on names a job may have looked up (`dns.max_names`) counts the names whose
+/// lookup failed too: a failure is asked again, but the name keeps its place. Before, a
+/// failed name was forgotten, so a tool whose own nameserver answers SERVFAIL could send
+/// any number of distinct names (a few bytes of data in each) to it past the cap.
+#[test]
+fn names_that_failed_count_against_the_jobs_names() {
+    use nix::sched::{setns, CloneFlags};
+    use std::os::fd::AsFd;
+    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped("names_that_failed_count_against_the_jobs_names", &missing);
+        return;
+    }
+    const CAP: usize = 4;
+    const NAMES: usize = 12;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (upstream, served) = failing_upstream(stop.clone());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let mut policy = EgressPolicy::shipped();
+    policy.dns.max_names = CAP;
+    let egress = Egress::new(policy, &[upstream]);
+    let job = rt
+        .block_on(egress.start("failed-names-test", Net::OpenvibeOnly))
+        .unwrap_or_else(|e| panic!("egress: {e}"));
+    let netns = job.netns.as_fd().try_clone_to_owned().expect("netns fd");
+    let rcodes = std::thread::spawn(move || {
+        setns(&netns, CloneFlags::CLONE_NEWNET).expect("setns");
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.connect("127.0.0.1:53").expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(3)))
+            .expect("timeout");
+        let mut rcodes = Vec::new();
+        let mut buf = vec![0u8; 4096];
+        // Every name once, then the first again: a failure is asked again.
+        for i in (0..NAMES).chain([0]) {
+            let q = padded_query(
+                rcodes.len() as u16,
+                &format!("leak-{i}.openvibe.services"),
+                0,
+            );
+            s.send(&q).expect("send");
+            let rcode = loop {
+                match s.recv(&mut buf) {
+                    Ok(n) if n > 3 && buf[..2] == q[..2] => break Some(buf[3] & 0x0f),
+                    Ok(_) => continue,
+                    Err(_) => break None,
+                }
+            };
+            rcodes.push(rcode);
+        }
+        rcodes
+    })
+    .join()
+    .expect("the namespace's thread");
+    rt.block_on(job.finish());
+    stop.store(true, Ordering::SeqCst);
+    let asked = served.join().expect("the upstream");
+    let leaked: Vec<&String> = asked.iter().filter(|n| n.starts_with("leak-")).collect();
+    // SERVFAIL (2) for the names within the cap, REFUSED (5) past it.
+    let mut expected = vec![Some(2); CAP];
+    expected.extend(vec![Some(5); NAMES - CAP]);
+    expected.push(Some(2));
+    assert_eq!(rcodes, expected, "the tool's answers");
+    assert_eq!(leaked.len(), CAP, "names the upstream heard: {leaked:?}");
+}
