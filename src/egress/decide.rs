@@ -186,6 +186,21 @@ impl RefusalCode {
 }
 
 impl Refusal {
+    /// What the tool is told of this refusal (the log gets the whole of it), `host` being
+    /// what the record names. When the connection was for a name (`for_name`: to one of
+    /// the job's synthetic addresses), an address refused is the upstream's answer for
+    /// that name, which stays with the runner: the job's DNS gives the tool synthetic
+    /// addresses only, so it is told neither the address nor the range it fell in (which
+    /// would map a LAN's or a split-horizon zone's names to their addresses for it).
+    pub fn told(&self, host: &str, for_name: bool) -> String {
+        match self {
+            Refusal::Address { .. } if for_name => {
+                format!("{host} resolves to an address this job may not reach")
+            }
+            _ => self.to_string(),
+        }
+    }
+
     pub fn code(&self) -> RefusalCode {
         match self {
             Refusal::NetDenied => RefusalCode::NetDenied,

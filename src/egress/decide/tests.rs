@@ -431,6 +431,39 @@ fn a_name_with_any_denied_address_is_refused_whole() {
     }
 }
 
+/// A tool is told an address was refused, but not which, when it asked for a name: the
+/// address is the upstream's answer, which the job's DNS never gives it. For an IP
+/// literal it wrote itself it is told the whole reason; the log always gets it.
+#[test]
+fn a_refused_names_address_is_not_told_to_the_tool() {
+    let w = World::new();
+    let by_name = w.decide(
+        Net::Public,
+        &format!("{EXAMPLE}:80"),
+        Some("example.com"),
+        &["10.77.0.2"],
+    );
+    let literal = w.decide(Net::Public, "10.77.0.2:80", None, &[]);
+    let (Decision::Deny { host, reason }, Decision::Deny { reason: lit, .. }) =
+        (&by_name, &literal)
+    else {
+        panic!("both refused: {by_name:?} {literal:?}");
+    };
+    assert_eq!(reason.code(), RefusalCode::AddressRefused);
+    assert!(
+        reason.to_string().contains("10.77.0.2"),
+        "the log's: {reason}"
+    );
+    let told = reason.told(host, true);
+    assert_eq!(
+        told,
+        "example.com resolves to an address this job may not reach"
+    );
+    assert!(!told.contains("10.") && !told.contains("private"), "{told}");
+    assert_eq!(lit.told("10.77.0.2", false), lit.to_string());
+    assert!(lit.told("10.77.0.2", false).contains("10.77.0.2"));
+}
+
 #[test]
 fn public_never_reaches_the_azure_platform_address() {
     // 168.63.129.16 (WireServer) answers only from inside an Azure host, and the proxy

@@ -38,7 +38,16 @@ async fn accept_one(job: &Arc<ServedJob>, conn: TcpStream, port: u16) {
         let Some(permit) = admit(&j).await else {
             let host = decide::record_host(&j.context(), dest);
             let why = format!("more than {MAX_CONNECTIONS} connections at once, none of them idle");
-            refuse(&j, conn, &host, port, RefusalCode::ConnectionCap, &why).await;
+            refuse(
+                &j,
+                conn,
+                &host,
+                port,
+                RefusalCode::ConnectionCap,
+                &why,
+                &why,
+            )
+            .await;
             return;
         };
         let (activity, close, _open) = j.register(port);
@@ -72,7 +81,7 @@ async fn admit(job: &ServedJob) -> Option<tokio::sync::OwnedSemaphorePermit> {
     None
 }
 
-/// Records a refusal, tells the tool why, and closes.
+/// Records a refusal, logs `why`, tells the tool `told`, and closes.
 async fn refuse(
     job: &ServedJob,
     mut conn: TcpStream,
@@ -80,12 +89,13 @@ async fn refuse(
     port: u16,
     code: RefusalCode,
     why: &str,
+    told: &str,
 ) {
     if job.log.take(&job.job_id) {
         tracing::info!(job_id = %job.job_id, %host, port, allowed = false, code = code.as_str(), reason = %why, "egress: connection refused");
     }
     job.recorder.refused(host, port);
-    let reply = sniff::refusal_reply(port, code, why);
+    let reply = sniff::refusal_reply(port, code, told);
     let _ = tokio::time::timeout(Duration::from_secs(1), async {
         let _ = conn.write_all(&reply).await;
         let _ = conn.shutdown().await;
@@ -133,12 +143,12 @@ async fn proxy_connection(
         Sniff::Refused(e) => {
             let host = decide::record_host(&ctx, dest);
             let why = e.to_string();
-            return refuse(job, conn, &host, port, RefusalCode::BadRequest, &why).await;
+            return refuse(job, conn, &host, port, RefusalCode::BadRequest, &why, &why).await;
         }
         Sniff::NeedMore => {
             let host = decide::record_host(&ctx, dest);
             let why = "no complete TLS ClientHello or HTTP request head arrived in time";
-            return refuse(job, conn, &host, port, RefusalCode::BadRequest, why).await;
+            return refuse(job, conn, &host, port, RefusalCode::BadRequest, why, why).await;
         }
     };
     let attempt = Attempt {
@@ -149,8 +159,9 @@ async fn proxy_connection(
     let resolved: Vec<IpAddr> = match decide::target(&ctx, &attempt) {
         Err(reason) => {
             let host = decide::record_host(&ctx, dest);
+            // Before any lookup: nothing the tool was not given is in `why`.
             let why = reason.to_string();
-            return refuse(job, conn, &host, port, reason.code(), &why).await;
+            return refuse(job, conn, &host, port, reason.code(), &why, &why).await;
         }
         Ok(Target::Literal(_)) => Vec::new(),
         Ok(Target::Name(name)) => match job.resolution(&name).await {
@@ -160,8 +171,9 @@ async fn proxy_connection(
     };
     match decide::decide(&ctx, &attempt, &resolved) {
         Decision::Deny { host, reason } => {
-            let why = reason.to_string();
-            refuse(job, conn, &host, port, reason.code(), &why).await
+            let for_name = crate::egress::dns::NameTable::is_synthetic(dest.ip());
+            let (why, told) = (reason.to_string(), reason.told(&host, for_name));
+            refuse(job, conn, &host, port, reason.code(), &why, &told).await
         }
         Decision::Allow { connect_to, host } => {
             let flow = match job.recorder.open(&host, port) {
