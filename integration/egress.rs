@@ -1171,6 +1171,54 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
     end(net);
 }
 
+// ---- aliases ------------------------------------------------------------------------------------
+
+/// A name the job may reach, aliased (CNAME) to a name no job may look up (`intranet.corp`),
+/// is NXDOMAIN, under either `net`, and the host behind it is never reached, though its
+/// address would pass: before, the alias reached it, and the never-resolved suffixes meant
+/// nothing to a tool with a domain of its own. An alias to a public name (a CDN's edge)
+/// works, under `openvibe-only` too.
+#[test]
+fn an_alias_to_a_name_never_looked_up_reaches_nothing() {
+    let _h = exclusive();
+    let net = EgressNet::new("egress-alias");
+    for (mode, hidden, cdn) in [
+        (
+            "public",
+            "alias-corp.upstream.net",
+            "alias-pub.upstream.net",
+        ),
+        (
+            "openvibe-only",
+            "alias.openvibe.services",
+            "cdn.openvibe.services",
+        ),
+    ] {
+        let before = net.upstream_requests().len();
+        let requests = json!([
+            {"url": format!("http://{hidden}/hidden")},
+            {"url": format!("http://{cdn}/cdn")},
+        ]);
+        let r = net.run(
+            SKILL,
+            "get",
+            mode,
+            json!({"ca": net.ca, "requests": requests}),
+        );
+        let results = r["output"]["results"].as_array().expect("results").clone();
+        assert_eq!(results[0]["error"], "ENOTFOUND", "{mode}: {}", results[0]);
+        assert_eq!(results[1]["status"], 200, "{mode}: {}", results[1]);
+        let new = &net.upstream_requests()[before..];
+        let paths: Vec<&str> = new.iter().filter_map(|q| q["path"].as_str()).collect();
+        assert_eq!(paths, ["/cdn"], "{mode}: what reached the upstream");
+        assert!(has(&r, cdn, 80, true), "{mode}: {:#}", r["egress"]);
+        assert_allowed_only(&r, &[(cdn, 80)]);
+        assert_record_ports(&r);
+    }
+    assert_upstream_from_link(&net);
+    end(net);
+}
+
 // ---- refusals a program can recognise --------------------------------------------------------
 
 /// Every refusal on port 80 carries the `X-Skill-Runner-Refused` header with a code, and the

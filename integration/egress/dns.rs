@@ -6,7 +6,7 @@
 //! It runs on threads of the test process that entered the upstream namespace (UDP and TCP 53).
 
 use hickory_proto::op::{Edns, Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::{A, AAAA};
+use hickory_proto::rr::rdata::{A, AAAA, CNAME};
 use hickory_proto::rr::{RData, Record, RecordType};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +151,9 @@ pub fn table(
         "rebind.upstream.net" => (vec![v4([127, 0, 0, 1])], vec![], 0),
         // A name that exists without an address, and one whose server is broken.
         "noaddr.upstream.net" => (vec![], vec![], 30),
+        // What the aliases below lead to: a public CDN's edge, and a host of the company's
+        // network that happens to have an address the policy lets through.
+        "edge.upstream.net" | "intranet.corp" => (vec![IpAddr::V4(UPSTREAM)], vec![], 30),
         "fail.upstream.net" => return Err(ResponseCode::ServFail),
         _ => return Err(ResponseCode::NXDomain),
     };
@@ -159,6 +162,16 @@ pub fn table(
         RecordType::AAAA => (aaaa, ttl),
         _ => (vec![], ttl),
     })
+}
+
+/// The name the table aliases `name` to (a CNAME), answered as a recursive resolver does:
+/// the CNAME, then the target's records (or the target's own error).
+pub fn alias(name: &str) -> Option<&'static str> {
+    match name {
+        "cdn.openvibe.services" | "alias-pub.upstream.net" => Some("edge.upstream.net"),
+        "alias-corp.upstream.net" | "alias.openvibe.services" => Some("intranet.corp"),
+        _ => None,
+    }
 }
 
 /// The answer to one packet (UDP payload or TCP message without its length), or `None` for a
@@ -200,6 +213,15 @@ pub fn respond(log: &DnsLog, packet: &[u8]) -> Option<Vec<u8>> {
             qtype,
         })
     };
+    let (owner, name) = match alias(&name) {
+        Some(target) => {
+            let to = hickory_proto::rr::Name::from_ascii(format!("{target}.")).expect("a name");
+            let cname = RData::CNAME(CNAME(to.clone()));
+            response.add_answer(Record::from_rdata(question.name().clone(), 30, cname));
+            (to, target.to_string())
+        }
+        None => (question.name().clone(), name),
+    };
     match table(&name, qtype, earlier) {
         Err(code) => response.metadata.response_code = code,
         Ok((addresses, ttl)) => {
@@ -208,7 +230,7 @@ pub fn respond(log: &DnsLog, packet: &[u8]) -> Option<Vec<u8>> {
                     IpAddr::V4(v4) => RData::A(A(v4)),
                     IpAddr::V6(v6) => RData::AAAA(AAAA(v6)),
                 };
-                response.add_answer(Record::from_rdata(question.name().clone(), ttl, rdata));
+                response.add_answer(Record::from_rdata(owner.clone(), ttl, rdata));
             }
         }
     }

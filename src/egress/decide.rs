@@ -254,6 +254,22 @@ pub fn record_host(ctx: &Context<'_>, dest: SocketAddr) -> String {
     ip.to_string()
 }
 
+/// The first name in an upstream answer's chain (the owner of each record, and each
+/// CNAME's target) that no job may look up: a single-label name or one under a
+/// never-resolved suffix, under any `net`. Such an answer is taken as NXDOMAIN: a name the
+/// tool may ask for, aliased to `intranet.corp` or `printer.lan`, would otherwise reach
+/// (or, refused, confirm) a host the policy says is never looked up. A CNAME from an
+/// allowed name to any other public name (a CDN's) passes.
+pub fn chain_refused<'a>(
+    policy: &EgressPolicy,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Option<String> {
+    names
+        .into_iter()
+        .find(|n| !name_allowed(policy, Net::Public, n))
+        .map(|n| n.trim_end_matches('.').to_string())
+}
+
 /// Step 3: what to resolve for this connection, or why it is refused already.
 pub fn target(ctx: &Context<'_>, attempt: &Attempt<'_>) -> Result<Target, Refusal> {
     if attempt.net == Net::Deny {

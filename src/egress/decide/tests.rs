@@ -431,6 +431,32 @@ fn a_name_with_any_denied_address_is_refused_whole() {
     }
 }
 
+/// An answer whose chain passes through a name never looked up (a single label, a
+/// never-resolved suffix, an IP literal written as a name) is refused whatever the job's
+/// `net`; a chain through public names (a CDN's) passes.
+#[test]
+fn an_answer_through_a_name_never_looked_up_is_refused() {
+    let p = EgressPolicy::shipped();
+    assert_eq!(
+        chain_refused(&p, ["api.openvibe.services.", "edge.cdn.example.net."]),
+        None
+    );
+    assert_eq!(chain_refused(&p, Vec::<&str>::new()), None);
+    for bad in [
+        "intranet.corp.",
+        "printer.lan",
+        "router.",
+        "nas.home.arpa.",
+        "127.0.0.1.",
+    ] {
+        assert_eq!(
+            chain_refused(&p, ["alias.example.com.", "alias.example.com.", bad]),
+            Some(bad.trim_end_matches('.').to_string()),
+            "{bad}"
+        );
+    }
+}
+
 /// A tool is told an address was refused, but not which, when it asked for a name: the
 /// address is the upstream's answer, which the job's DNS never gives it. For an IP
 /// literal it wrote itself it is told the whole reason; the log always gets it.

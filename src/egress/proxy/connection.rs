@@ -248,6 +248,21 @@ pub(super) async fn lookup(job: &ServedJob, name: &str) -> Resolution {
     let fqdn = format!("{name}.");
     match tokio::time::timeout(RESOLVE_TIME, job.resolver.lookup_ip(fqdn.as_str())).await {
         Ok(Ok(lookup)) => {
+            let mut chain = Vec::new();
+            for r in lookup.as_lookup().answers() {
+                chain.push(r.name.to_ascii());
+                if let hickory_proto::rr::RData::CNAME(target) = &r.data {
+                    chain.push(target.0.to_ascii());
+                }
+            }
+            if let Some(through) =
+                decide::chain_refused(&job.policy, chain.iter().map(String::as_str))
+            {
+                if job.log.take(&job.job_id) {
+                    tracing::info!(job_id = %job.job_id, host = %name, %through, "egress: the upstream's answer passes through a name never looked up; answered NXDOMAIN");
+                }
+                return Resolution::NxDomain;
+            }
             let addrs: Vec<IpAddr> = lookup.iter().collect();
             if addrs.is_empty() {
                 Resolution::NoRecords
