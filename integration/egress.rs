@@ -1171,6 +1171,51 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
     end(net);
 }
 
+// ---- the Link's networks ----------------------------------------------------------------------
+
+/// A network the Link reaches by a route of its own, which its address's prefix does not
+/// show (an address given as a /32, or a DHCPv6 /128 whose /64 comes as a route), is the
+/// Link's all the same: under `public` neither an address in it nor a name resolving into
+/// it is reached, and nothing there is hit, while the internet (the default route) is.
+/// Before, only the interfaces' prefixes were read, and such a LAN with public
+/// addresses was open to every `public` job.
+#[test]
+fn a_network_the_link_routes_to_is_its_own() {
+    let _h = exclusive();
+    let net = EgressNet::new("egress-routed");
+    let requests = json!([
+        {"url": format!("http://{ROUTED_LAN_IP}/")},
+        {"url": "http://corp.upstream.net/"},
+        {"url": "http://pub.upstream.net/control"},
+    ]);
+    let r = net.run(
+        SKILL,
+        "get",
+        "public",
+        json!({"ca": net.ca, "requests": requests}),
+    );
+    let results = r["output"]["results"].as_array().expect("results").clone();
+    for res in &results[..2] {
+        assert_eq!(
+            (&res["status"], &res["refused"]),
+            (&json!(403), &json!("address_refused")),
+            "{res}"
+        );
+    }
+    assert_eq!(results[2]["status"], 200, "{}", results[2]);
+    let hit: Vec<String> = net
+        .hits()
+        .into_keys()
+        .filter(|k| k.contains(ROUTED_LAN_IP))
+        .collect();
+    assert!(hit.is_empty(), "the routed network was reached: {hit:?}");
+    assert_has(&r, ROUTED_LAN_IP, 80, false);
+    assert_has(&r, "corp.upstream.net", 80, false);
+    assert_allowed_only(&r, &[("pub.upstream.net", 80)]);
+    assert_upstream_from_link(&net);
+    end(net);
+}
+
 // ---- aliases ------------------------------------------------------------------------------------
 
 /// A name the job may reach, aliased (CNAME) to a name no job may look up (`intranet.corp`),

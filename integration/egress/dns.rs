@@ -126,6 +126,7 @@ pub fn table(
         | "pub.upstream.net"
         | "evil.upstream.net" => (vec![IpAddr::V4(UPSTREAM)], vec![], 30),
         "lan.upstream.net" => (vec![v4([10, 77, 0, 2])], vec![], 30),
+        "corp.upstream.net" => (vec![v4([93, 184, 215, 2])], vec![], 30),
         "meta.upstream.net" => (vec![v4([169, 254, 169, 254])], vec![], 30),
         "loop.upstream.net" => (vec![v4([127, 0, 0, 1])], vec![], 30),
         "mixed.upstream.net" => (vec![IpAddr::V4(UPSTREAM), v4([10, 77, 0, 2])], vec![], 30),

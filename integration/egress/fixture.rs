@@ -51,6 +51,12 @@ pub const LAN_IP: &str = "10.77.0.2";
 pub const METADATA_IP: &str = "169.254.169.254";
 pub const LINK_UP_IP: &str = "100.127.0.1";
 pub const LINK_LAN_IP: &str = "10.77.0.1";
+/// A network of the Link's with public addresses (a company's LAN) that its own address
+/// does not show: the Link holds `ROUTED_LINK_IP` as a /32 (as DHCPv6 gives a /128) and
+/// reaches the network by a route of its own, on the LAN's side.
+pub const ROUTED_NET: &str = "93.184.215.0/24";
+pub const ROUTED_LINK_IP: &str = "93.184.215.1";
+pub const ROUTED_LAN_IP: &str = "93.184.215.2";
 pub const NODE: &str = openvibe_skill_runner::runtime::PINNED_PATH;
 
 /// Every name on the upstream's certificate: the allowed ones and the ones that resolve to
@@ -178,12 +184,15 @@ impl EgressNet {
         for ns in [link, up, lan] {
             ip(ns, "link set lo up");
         }
-        // LINK: a /32 towards the upstream and a route to its /24; the LAN's /24; metadata.
+        // LINK: a /32 towards the upstream, which is its default route (the internet); the
+        // LAN's /24; a /32 in the routed network and the route to it; metadata.
         ip(link, &format!("addr add {LINK_UP_IP}/32 dev {v}lu"));
         ip(link, &format!("link set {v}lu up"));
-        ip(link, &format!("route add 203.0.113.0/24 dev {v}lu"));
+        ip(link, &format!("route add default dev {v}lu"));
         ip(link, &format!("addr add {LINK_LAN_IP}/24 dev {v}ln"));
+        ip(link, &format!("addr add {ROUTED_LINK_IP}/32 dev {v}ln"));
         ip(link, &format!("link set {v}ln up"));
+        ip(link, &format!("route add {ROUTED_NET} dev {v}ln"));
         ip(link, &format!("route add {METADATA_IP}/32 dev {v}ln"));
         // UP: the public host and the DNS upstream, and the way back to LINK.
         ip(up, &format!("addr add {UPSTREAM_IP}/24 dev {v}ul"));
@@ -192,6 +201,7 @@ impl EgressNet {
         ip(up, &format!("route add {LINK_UP_IP}/32 dev {v}ul"));
         // LAN: a private host that also holds the cloud metadata address.
         ip(lan, &format!("addr add {LAN_IP}/24 dev {v}nl"));
+        ip(lan, &format!("addr add {ROUTED_LAN_IP}/24 dev {v}nl"));
         ip(lan, &format!("addr add {METADATA_IP}/32 dev {v}nl"));
         ip(lan, &format!("link set {v}nl up"));
     }

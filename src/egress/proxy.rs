@@ -114,7 +114,7 @@ pub enum JobEgressError {
     Namespace(#[from] netns::NetnsError),
     #[error("cannot serve the job's network namespace: {0}")]
     Serve(io::Error),
-    #[error("cannot read the host's own addresses, which no job may reach: {0}")]
+    #[error("cannot read the host's own addresses and routes, which say the networks no job may reach: {0}")]
     OwnAddresses(io::Error),
 }
 
