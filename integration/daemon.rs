@@ -642,8 +642,11 @@ fn the_daemon_runs_jobs_over_its_socket() {
     let (code, cancelled) = d.call("DELETE", "/v1/jobs/dtest-run-idle", None);
     assert_eq!(code, 200, "{cancelled}");
     assert_status(&cancelled["result"], "cancelled", Some("cancelled"));
-    // A busy job may come again once there is room.
+    // The busy id sent again once there is room gets its answer again (an id's answer is
+    // its answer forever); nothing runs. The same job under a new id runs.
     let r = d.post_wait(&job("dtest-run-busy", ONE, 5000));
+    assert_eq!(r, busy, "the busy id's answer");
+    let r = d.post_wait(&job("dtest-run-busy-again", ONE, 5000));
     assert_status(&r, "ok", None);
     let (code, v) = d.call("DELETE", "/v1/jobs/dtest-run-nothing", None);
     assert_error(code, &v, 404, "not_found");
@@ -691,7 +694,9 @@ fn the_daemon_runs_jobs_over_its_socket() {
         assert!(started.elapsed() < Duration::from_secs(5), "still off");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_status(&d.post_wait(&job("dtest-run-off", ONE, 5000)), "ok", None);
+    // The id turned away keeps its answer; the job under a new id runs.
+    assert_eq!(d.post_wait(&job("dtest-run-off", ONE, 5000)), off);
+    assert_status(&d.post_wait(&job("dtest-run-on", ONE, 5000)), "ok", None);
 
     // A problem elsewhere in the file (a misspelt table, which the daemon refuses and keeps
     // its previous configuration for) never blocks off: `skills off` removes the artifact
@@ -1670,8 +1675,8 @@ fn a_journal_removed_while_the_daemon_runs_is_written_back() {
 
 /// `daemon.retention_days = 0`: every finished job is pruned at the next start. A job that
 /// ran keeps its id, so sent again (with other code) it is refused `result_pruned`, never
-/// run a second time; `GET` and `DELETE` answer 410. A rejected id is removed whole and
-/// runs when sent again, as it would have before the prune.
+/// run a second time; `GET` and `DELETE` answer 410. A rejected id keeps its id the same
+/// way: it never runs later either.
 #[test]
 fn a_pruned_id_is_never_run_again_and_says_its_result_is_gone() {
     require_host();
@@ -1702,14 +1707,14 @@ fn a_pruned_id_is_never_run_again_and_says_its_result_is_gone() {
     let (code, _) = d.call("GET", "/v1/jobs/dtest-prune-ran", None);
     assert_eq!(code, 410, "still pruned, not recorded again");
 
-    // The rejected id is gone whole: it runs now.
+    // The rejected id too: answered, not run.
     let (code, v) = d.call("GET", "/v1/jobs/dtest-prune-rejected", None);
-    assert_error(code, &v, 404, "not_found");
-    assert_status(
-        &d.post_wait(&job("dtest-prune-rejected", ONE, 5000)),
-        "ok",
-        None,
-    );
+    assert_error(code, &v, 410, "result_pruned");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("ended rejected (limits_above_cap)"), "{v}");
+    let again = d.post_wait(&job("dtest-prune-rejected", ONE, 5000));
+    assert_status(&again, "rejected", Some("result_pruned"));
+    assert_eq!(again["wall_ms"], 0, "{again}");
     d.stop();
     d.assert_no_job_dirs();
     assert_host_clean("dtest-prune");

@@ -55,9 +55,10 @@ pub fn verdict(
 /// What the journal's entry for a submitted id means.
 #[derive(Debug)]
 pub enum Prior {
-    /// Never seen, or only ever rejected: the submission is judged as new.
+    /// Never seen: the submission is judged as new.
     New,
-    /// The id has its answer already: the submission gets it, nothing runs.
+    /// The id has its answer already, a rejection too (SPEC.md: the answer given for an
+    /// id is its answer forever): the submission gets it, nothing runs.
     Answered(Box<JobResult>),
     /// Journaled as accepted but not in memory: never run it twice.
     Conflict,
@@ -68,10 +69,10 @@ pub enum Prior {
 
 pub fn prior(entry: Option<Entry>) -> Prior {
     match entry {
-        Some(Entry::Done(r)) if r.status != Status::Rejected => Prior::Answered(r),
+        Some(Entry::Done(r)) => Prior::Answered(r),
         Some(Entry::Accepted) => Prior::Conflict,
         Some(Entry::Pruned(p)) => Prior::Pruned(p),
-        Some(Entry::Done(_)) | None => Prior::New,
+        None => Prior::New,
     }
 }
 
@@ -266,12 +267,12 @@ pub(crate) mod tests {
             Prior::Answered(r) => assert_eq!(*r, done),
             other => panic!("{other:?}"),
         }
-        // A rejected id may come again and be judged anew.
+        // A rejected id keeps its answer too: never judged anew.
         let busy = JobResult::not_run("a", Reason::Busy, "m", Net::Deny, None);
-        assert!(matches!(
-            prior(Some(Entry::Done(Box::new(busy)))),
-            Prior::New
-        ));
+        match prior(Some(Entry::Done(Box::new(busy.clone())))) {
+            Prior::Answered(r) => assert_eq!(*r, busy),
+            other => panic!("{other:?}"),
+        }
         // A pruned id is never judged anew: it ran once.
         let pruned = Pruned {
             status: "error".into(),

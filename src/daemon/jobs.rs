@@ -338,25 +338,17 @@ impl Jobs {
         };
         let accepted_at = Instant::now();
         match self.journaled(&id).await.map(admit::prior) {
-            Ok(Prior::Answered(r)) => return self.release(&id, &reservation, Arc::new(*r)),
-            Ok(Prior::Conflict) => {
-                // Only possible if memory and journal disagree; never run it twice.
-                let r =
-                    JobResult::not_run(&id, Reason::Duplicate, admit::CONFLICT, net, self.node());
-                return self.release(&id, &reservation, Arc::new(r));
+            Ok(prior) => {
+                if let Some(answer) = self.answer_of_prior(&id, &reservation, net, prior) {
+                    return answer;
+                }
             }
-            Ok(Prior::Pruned(p)) => {
-                let msg = self.pruned_message(&id, &p);
-                let r = JobResult::not_run(&id, Reason::ResultPruned, msg, net, self.node());
-                return self.release(&id, &reservation, Arc::new(r));
-            }
-            Ok(Prior::New) => {}
             Err(e) => {
                 self.forget(&id, &reservation, JobState::Pending);
                 return Submitted::Internal(e);
             }
         }
-        // A new job (or a rejected id again): it needs the journal, now and when it ends.
+        // A new job: it needs the journal, now and when it ends.
         if let Some(p) = self.journal_problem() {
             self.forget(&id, &reservation, JobState::Pending);
             return Submitted::JournalUnavailable(p);
@@ -395,7 +387,21 @@ impl Jobs {
                 match stored {
                     Some(Ok(true)) => self.journal_outcome(&Ok(())),
                     Some(Ok(false)) => {
-                        tracing::warn!(job_id = %id, "a rejection was not journaled: the id holds another result");
+                        // The id got a row since it was looked up (only another process on
+                        // the same journal could write it): that row is the id's answer.
+                        tracing::warn!(job_id = %id, "a rejection was not journaled: the id holds another answer, which is given");
+                        let prior = self.journaled(&id).await.map(admit::prior);
+                        if let Ok(prior) = prior {
+                            if let Some(answer) =
+                                self.answer_of_prior(&id, &reservation, net, prior)
+                            {
+                                return answer;
+                            }
+                        }
+                        let msg = "the journal took no rejection for the id and holds no answer for it either".to_string();
+                        self.journal_outcome(&Err(msg.clone()));
+                        self.forget(&id, &reservation, JobState::Pending);
+                        return Submitted::JournalUnavailable(msg);
                     }
                     other => {
                         // Not answered: a restart would not know this answer.
@@ -487,6 +493,31 @@ impl Jobs {
     }
 
     /// Ends a reservation with a result that was not a run of it.
+    /// The answer to a submission of an id the journal holds (`prior`): its result, a
+    /// pruned id's refusal, or (memory and journal disagree) `duplicate`; `None` for an id
+    /// the journal does not know.
+    fn answer_of_prior(
+        &self,
+        id: &str,
+        reservation: &Arc<LiveJob>,
+        net: crate::job::Net,
+        prior: Prior,
+    ) -> Option<Submitted> {
+        let r = match prior {
+            Prior::New => return None,
+            Prior::Answered(r) => *r,
+            // Only possible if memory and journal disagree; never run it twice.
+            Prior::Conflict => {
+                JobResult::not_run(id, Reason::Duplicate, admit::CONFLICT, net, self.node())
+            }
+            Prior::Pruned(p) => {
+                let msg = self.pruned_message(id, &p);
+                JobResult::not_run(id, Reason::ResultPruned, msg, net, self.node())
+            }
+        };
+        Some(self.release(id, reservation, Arc::new(r)))
+    }
+
     fn pruned_message(&self, job_id: &str, p: &journal::Pruned) -> String {
         admit::pruned_message(job_id, p, journal::now_ms(), self.settings().retention_days)
     }

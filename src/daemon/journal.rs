@@ -584,8 +584,8 @@ impl Journal {
         }
     }
 
-    /// Records an accepted job. An id whose journaled result is `rejected` (nothing ran)
-    /// is replaced; any other existing row is an error (the caller checked for duplicates).
+    /// Records an accepted job. An id with a row already, whatever it holds (a rejection
+    /// too: an id's answer is its answer forever), is an error (the caller checked).
     ///
     /// Once its row is committed the job is accepted, whatever the check that follows
     /// finds: `Ok(Some(trouble))` when the file at the path is no longer the database
@@ -607,11 +607,7 @@ impl Journal {
             .prepare_cached(
                 "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
-                 ON CONFLICT(job_id) DO UPDATE SET
-                     run_id = excluded.run_id, accepted_ms = excluded.accepted_ms,
-                     tool = excluded.tool, net = excluded.net, state = 'queued',
-                     status = NULL, reason = NULL, result = NULL, finished_ms = NULL
-                 WHERE jobs.state = 'done' AND jobs.status = 'rejected'",
+                 ON CONFLICT(job_id) DO NOTHING",
             )?
             .execute(params![job_id, run_id, tool, net.as_str(), accepted_ms])?;
         if n == 1 {
@@ -639,7 +635,7 @@ impl Journal {
     }
 
     /// Records a job that ended the moment it came (rejected): accepted and done at once.
-    /// Replaces an earlier `rejected` row of the same id, nothing else.
+    /// `false`: the id has a row already, which stays (its answer is the journal's).
     pub fn record_rejected(
         &self,
         result: &JobResult,
@@ -652,12 +648,7 @@ impl Journal {
         let n = conn.execute(
             "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state, status, reason, result, finished_ms)
              VALUES (?1, ?2, ?3, ?4, ?5, 'done', ?6, ?7, ?8, ?3)
-             ON CONFLICT(job_id) DO UPDATE SET
-                 run_id = excluded.run_id, accepted_ms = excluded.accepted_ms,
-                 tool = excluded.tool, net = excluded.net, state = 'done',
-                 status = excluded.status, reason = excluded.reason,
-                 result = excluded.result, finished_ms = excluded.finished_ms
-             WHERE jobs.state = 'done' AND jobs.status = 'rejected'",
+             ON CONFLICT(job_id) DO NOTHING",
             params![
                 result.job_id,
                 run_id,
@@ -673,17 +664,13 @@ impl Journal {
         Ok(n == 1)
     }
 
-    /// Prunes jobs that ended before `before_ms`; returns how many. A job that was
-    /// `rejected` (nothing ran; its id may be sent again and run) is removed. Any other
-    /// keeps its row without its result: its id, status, reason and end (about 150 bytes),
-    /// so that a pruned id is never run a second time (SPEC.md: one id, one answer).
+    /// Prunes jobs that ended before `before_ms`; returns how many. Each keeps its row
+    /// without its result: its id, status, reason and end (about 150 bytes), so that a
+    /// pruned id is never run, nor answered otherwise, later (SPEC.md: one id, one answer),
+    /// a rejected one's too.
     pub fn prune(&self, before_ms: i64) -> Result<usize, JournalError> {
         let mut conn = self.writable()?;
         let tx = conn.transaction()?;
-        let removed = tx.execute(
-            "DELETE FROM jobs WHERE state = 'done' AND status = 'rejected' AND finished_ms < ?1",
-            params![before_ms],
-        )?;
         let emptied = tx.execute(
             "UPDATE jobs SET result = NULL
              WHERE state = 'done' AND result IS NOT NULL AND finished_ms < ?1",
@@ -691,7 +678,7 @@ impl Journal {
         )?;
         tx.commit()?;
         self.committed(conn)?;
-        Ok(removed + emptied)
+        Ok(emptied)
     }
 
     /// (state, status, count) over every row: for tests and operators.

@@ -202,10 +202,15 @@ async fn one_runs_one_waits_the_next_is_busy_and_the_queue_moves_on() {
             other => panic!("{id}: {other:?}"),
         }
     }
-    // A busy id may come again; now there is room.
-    let c = handle(d.jobs.submit(&body("c")).await);
+    // The busy id sent again, now that there is room, gets its answer again (SPEC.md:
+    // the answer given for an id is its answer forever) and nothing runs; the job sent
+    // with a new id runs.
+    let again = ended(d.jobs.submit(&body("c")).await);
+    assert_eq!(again, c, "the same answer");
+    assert_eq!(stand.runs(), 2, "the busy id does not run");
+    let c2 = handle(d.jobs.submit(&body("c2")).await);
     stand.go.add_permits(1);
-    assert_eq!(done(&c).await.status, Status::Ok);
+    assert_eq!(done(&c2).await.status, Status::Ok);
 }
 
 #[tokio::test]

@@ -107,27 +107,35 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
     assert!(recorded.is_some_and(|r| !r.boot_id.is_empty() && r.start_ticks > 0));
 }
 
+/// An id's first row is its row for good, a rejection's too (SPEC.md: the answer given
+/// for an id is its answer forever): neither another rejection nor an acceptance
+/// replaces it. Before, a rejected row gave way to either.
 #[test]
-fn a_rejected_id_may_come_again_nothing_else_may() {
+fn an_ids_first_row_stays_a_rejections_too() {
     let tmp = tempfile::tempdir().unwrap();
     let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
     assert!(j
         .record_rejected(&result("r", Reason::Busy), run, "t")
         .unwrap());
-    assert!(j
+    assert!(!j
         .record_rejected(&result("r", Reason::RunnerOff), run, "t")
         .unwrap());
-    j.accept("r", run, "t", Net::Deny, now_ms()).unwrap();
-    assert!(!j
-        .record_rejected(&result("r", Reason::Busy), run, "t")
-        .unwrap());
-    j.finish(&result("r", Reason::Wall)).unwrap();
     assert!(j.accept("r", run, "t", Net::Deny, now_ms()).is_err());
-    assert!(!j
-        .record_rejected(&result("r", Reason::Busy), run, "t")
-        .unwrap());
     match j.get("r").unwrap() {
+        Some(Entry::Done(r)) => assert_eq!(r.reason_str(), Some("busy")),
+        other => panic!("{other:?}"),
+    }
+    j.accept("s", run, "t", Net::Deny, now_ms()).unwrap();
+    assert!(!j
+        .record_rejected(&result("s", Reason::Busy), run, "t")
+        .unwrap());
+    j.finish(&result("s", Reason::Wall)).unwrap();
+    assert!(j.accept("s", run, "t", Net::Deny, now_ms()).is_err());
+    assert!(!j
+        .record_rejected(&result("s", Reason::Busy), run, "t")
+        .unwrap());
+    match j.get("s").unwrap() {
         Some(Entry::Done(r)) => assert_eq!(r.status, Status::Limit),
         other => panic!("{other:?}"),
     }
@@ -266,7 +274,7 @@ fn a_damaged_journal_is_named_with_what_to_do() {
 }
 
 #[test]
-fn prune_keeps_the_id_and_end_of_a_job_that_ran_and_removes_a_rejected_one() {
+fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
     let tmp = tempfile::tempdir().unwrap();
     let path = tmp.path().join(FILE_NAME);
     let j = Journal::open(&path).unwrap();
@@ -298,11 +306,15 @@ fn prune_keeps_the_id_and_end_of_a_job_that_ran_and_removes_a_rejected_one() {
     };
     pruned("ok", None);
     pruned("error", Some("exit"));
-    assert_eq!(
-        j.get("busy").unwrap(),
-        None,
-        "a rejected job is removed whole"
-    );
+    match j.get("busy") {
+        Ok(Some(Entry::Pruned(p))) => {
+            assert_eq!(
+                (p.status.as_str(), p.reason.as_deref()),
+                ("rejected", Some("busy"))
+            )
+        }
+        other => panic!("a rejected id keeps its row as any other: {other:?}"),
+    }
     assert_eq!(j.get("open").unwrap(), Some(Entry::Accepted));
     // A pruned id is never accepted again, also after a reopen; a second prune finds
     // nothing more to take.
