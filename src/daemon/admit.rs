@@ -31,7 +31,8 @@ pub fn verdict(
         return Err(Rejection {
             reason: Reason::RunnerOff,
             message: format!(
-                "this runner is off: {} is not in worker.functions (`openvibe-skill-runner skills on`)",
+                "this runner is off: {} is not in worker.functions (`openvibe-skill-runner skills on`); \
+                 this job_id keeps this answer: once it is on, send the job with a new job_id",
                 job::ARTIFACT
             ),
         });
@@ -41,7 +42,8 @@ pub fn verdict(
         return Err(Rejection {
             reason: Reason::Busy,
             message: format!(
-                "the runner is full: {} running and {} waiting (runner.max_jobs {}, runner.queue_len {})",
+                "the runner is full: {} running and {} waiting (runner.max_jobs {}, runner.queue_len {}); \
+                 this job_id keeps this answer: send the job again later with a new job_id",
                 load.running,
                 load.queued.saturating_sub(1),
                 load.max_jobs,
@@ -230,7 +232,9 @@ pub(crate) mod tests {
         assert_eq!(r.reason, Reason::Busy);
         assert_eq!(r.reason.status(), Status::Rejected);
         assert!(
-            r.message.contains("2 running and 1 waiting") && r.message.contains("max_jobs 2"),
+            r.message.contains("2 running and 1 waiting")
+                && r.message.contains("max_jobs 2")
+                && r.message.contains("new job_id"),
             "{}",
             r.message
         );
