@@ -20,8 +20,10 @@ impl Jobs {
             biased;
             cause = live.cancel.cancelled() => Err(NotStarted::Cancelled(cause)),
             _ = self.stopping.cancelled() => Err(NotStarted::Stopping),
-            p = self.slots.clone().acquire_owned() => p.map_err(|_| NotStarted::NoSlots),
+            // Before the slot: a deadline already past (the ttl spent while the job was
+            // taken) expires the job even when a slot is free.
             _ = tokio::time::sleep_until(deadline) => Err(NotStarted::Expired { ttl_ms: job.ttl_ms }),
+            p = self.slots.clone().acquire_owned() => p.map_err(|_| NotStarted::NoSlots),
         };
         let permit = match permit {
             Ok(p) => p,

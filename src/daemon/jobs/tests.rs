@@ -747,3 +747,44 @@ async fn a_result_that_does_not_fit_its_row_shows_the_journals_answer() {
         "one answer for one id"
     );
 }
+
+/// A job whose `ttl_ms` passed while it was being taken (its journal write was slow) is
+/// `expired` although a slot is free: SPEC.md counts the ttl from acceptance, and a job not
+/// started by then never starts. Before, a free slot won over a deadline already past.
+#[tokio::test]
+async fn a_job_whose_ttl_passed_while_it_was_taken_expires_though_a_slot_is_free() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let text = body_with("slow", json!({ "ttl_ms": 50 }));
+    let job = crate::job::admit(&text, &d.jobs.bounds).expect("a valid job");
+    let Ok(live) = d.jobs.reserve("slow") else {
+        panic!("a new id")
+    };
+    {
+        let mut l = d.jobs.live();
+        l.checking -= 1;
+        l.queued += 1;
+    }
+    let run_id = d.jobs.run_id;
+    let accepted = d
+        .jobs
+        .blocking(move |j| j.accept("slow", run_id, "t", crate::job::Net::Deny, 0))
+        .await;
+    assert!(matches!(accepted, Some(Ok(None))), "{accepted:?}");
+    let rx = live.state.subscribe();
+    // Taken a second ago, its 50 ms long gone; the slot is free.
+    let taken = Instant::now() - Duration::from_secs(1);
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        d.jobs.clone().run_job(job, live, taken),
+    )
+    .await
+    .expect("the job ends at once (before, it ran, and waited for a go that never came)");
+    let state = rx.borrow().clone();
+    match state {
+        JobState::Done(r) => assert_eq!(reason(&r), (Status::Expired, Some("ttl"))),
+        other => panic!("the job is {}", other.name()),
+    }
+    assert_eq!(stand.runs(), 0, "the expired job never ran");
+    assert_eq!(d.jobs.load(), (0, 0));
+}
