@@ -422,6 +422,14 @@ fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Valu
     })
 }
 
+/// The name of a warm sandbox's cgroup, which `run_watched` looks for.
+fn cgroup_name(sandbox: &WarmSandbox) -> String {
+    sandbox.cgroup_paths()[0]
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .expect("a cgroup name")
+}
+
 /// What pid 1 holds once it has shed its privileges: no capability, no_new_privs, not
 /// dumpable (as `pid_one_privileges` reads it).
 fn pid_one_shed() -> Value {
@@ -449,10 +457,7 @@ fn pid_one_shed() -> Value {
 fn a_warm_sandboxs_pid_one_holds_nothing_once_the_tool_may_run() {
     let setup = Setup::with(|c| c.runner.hand_over_pause_ms = 4000);
     let sandbox = setup.warm(Shape::default_job());
-    let name = sandbox.cgroup_paths()[0]
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .expect("a cgroup name");
+    let name = cgroup_name(&sandbox);
     let source = Given::of(vec![sandbox]);
     let (hot, host) = run_watched(&name, || {
         setup.run_with(code_job("warm-shed", VIEW, json!({"x": 1})), &source)
@@ -473,10 +478,7 @@ fn a_warm_job_sees_what_a_cold_job_sees_and_gets_the_same_result() {
     });
     assert_status(&cold, "ok", None);
     let sandbox = setup.warm(Shape::default_job());
-    let name = sandbox.cgroup_paths()[0]
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .expect("a cgroup name");
+    let name = cgroup_name(&sandbox);
     let source = Given::of(vec![sandbox]);
     let (hot, hot_host) = run_watched(&name, || {
         setup.run_with(code_job("warm-view-warm", VIEW, input.clone()), &source)
