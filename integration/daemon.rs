@@ -1802,8 +1802,15 @@ fn a_damaged_journal_stops_the_start_and_says_what_to_do() {
         let (run, _) = j.begin_run(1).expect("run");
         for i in 0..400 {
             let id = format!("dtest-damaged-{i:04}-{}", "x".repeat(40));
-            j.accept(&id, run, "t", openvibe_skill_runner::job::Net::Deny, 1)
-                .expect("accept");
+            j.accept(
+                &id,
+                run,
+                "t",
+                openvibe_skill_runner::job::Net::Deny,
+                None,
+                1,
+            )
+            .expect("accept");
         }
     }
     let len = std::fs::metadata(&path).expect("journal").len();

@@ -418,9 +418,10 @@ impl Jobs {
         };
 
         let (jid, t, run_id, jnet) = (id.clone(), job.tool.clone(), self.run_id, job.net);
+        let node = self.node().map(str::to_string);
         let accepted_ms = journal::now_ms();
         match self
-            .blocking(move |j| j.accept(&jid, run_id, &t, jnet, accepted_ms))
+            .blocking(move |j| j.accept(&jid, run_id, &t, jnet, node.as_deref(), accepted_ms))
             .await
         {
             Some(Ok(None)) => self.journal_outcome(&Ok(())),

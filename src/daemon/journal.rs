@@ -248,15 +248,19 @@ fn connect(path: &Path) -> Result<Connection, JournalError> {
          CREATE INDEX IF NOT EXISTS jobs_by_state ON jobs(state);
          CREATE INDEX IF NOT EXISTS jobs_by_finished ON jobs(finished_ms);",
     )?;
-    // A journal an older runner made has no identity columns: added, empty for its rows.
-    // Each on its own (one ALTER is one transaction), so a start that ended between them
-    // leaves the other to the next.
-    for (column, kind) in [("boot_id", "TEXT"), ("start_ticks", "INTEGER")] {
+    // A journal an older runner made has no identity columns, nor the Node a job was
+    // accepted to run with: added, empty for its rows. Each on its own (one ALTER is one
+    // transaction), so a start that ended between them leaves the others to the next.
+    for (table, column, kind) in [
+        ("runs", "boot_id", "TEXT"),
+        ("runs", "start_ticks", "INTEGER"),
+        ("jobs", "node", "TEXT"),
+    ] {
         let has = conn
-            .prepare("SELECT 1 FROM pragma_table_info('runs') WHERE name = ?1")?
-            .exists([column])?;
+            .prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2")?
+            .exists([table, column])?;
         if !has {
-            conn.execute_batch(&format!("ALTER TABLE runs ADD COLUMN {column} {kind};"))?;
+            conn.execute_batch(&format!("ALTER TABLE {table} ADD COLUMN {column} {kind};"))?;
         }
     }
     Ok(conn)
@@ -528,26 +532,31 @@ impl Journal {
     }
 
     /// Ends every job that was accepted but never ended (an earlier run died): each gets
-    /// the result `make(job_id, net)` gives. Returns their ids.
+    /// the result `make(job_id, net, node)` gives, `node` being the Node it was accepted
+    /// to run with (none in a row an older runner wrote). Returns those results, in the
+    /// order the jobs were accepted.
     pub fn recover(
         &self,
-        make: impl Fn(&str, Net) -> JobResult,
-    ) -> Result<Vec<String>, JournalError> {
+        make: impl Fn(&str, Net, Option<&str>) -> JobResult,
+    ) -> Result<Vec<JobResult>, JournalError> {
         let mut conn = self.writable()?;
         let tx = conn.transaction()?;
-        let open: Vec<(String, String)> = {
-            let mut stmt = tx.prepare("SELECT job_id, net FROM jobs WHERE state = 'queued'")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let open: Vec<(String, String, Option<String>)> = {
+            let mut stmt =
+                tx.prepare("SELECT job_id, net, node FROM jobs WHERE state = 'queued' ORDER BY accepted_ms, job_id")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
             rows.collect::<Result<_, _>>()?
         };
         let now = now_ms();
-        for (id, net) in &open {
-            let result = make(id, Net::parse(net).unwrap_or_default());
+        let mut ended = Vec::with_capacity(open.len());
+        for (id, net, node) in &open {
+            let result = make(id, Net::parse(net).unwrap_or_default(), node.as_deref());
             finish_in(&tx, id, &result, now)?;
+            ended.push(result);
         }
         tx.commit()?;
         self.committed(conn)?;
-        Ok(open.into_iter().map(|(id, _)| id).collect())
+        Ok(ended)
     }
 
     /// What the journal holds for a job id.
@@ -600,16 +609,24 @@ impl Journal {
         run_id: i64,
         tool: &str,
         net: Net,
+        node: Option<&str>,
         accepted_ms: i64,
     ) -> Result<Option<JournalError>, JournalError> {
         let conn = self.writable()?;
         let n = conn
             .prepare_cached(
-                "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
-                 VALUES (?1, ?2, ?3, ?4, ?5, 'queued')
+                "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, node, state)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'queued')
                  ON CONFLICT(job_id) DO NOTHING",
             )?
-            .execute(params![job_id, run_id, tool, net.as_str(), accepted_ms])?;
+            .execute(params![
+                job_id,
+                run_id,
+                accepted_ms,
+                tool,
+                net.as_str(),
+                node
+            ])?;
         if n == 1 {
             Ok(self.committed(conn).err())
         } else {

@@ -225,12 +225,11 @@ async fn serve(
             None
         }
     };
-    let node = engine.as_ref().map(|e| e.runtime.version.clone());
     let recovered = journal
-        .recover(|id, net| journal::restarted(id, net, node.as_deref()))
+        .recover(journal::restarted)
         .map_err(|e| e.at_start(&journal_path))?;
-    for id in &recovered {
-        tracing::warn!(job_id = %id, status = "internal", reason = "runner_restarted", "job ended");
+    for r in &recovered {
+        tracing::warn!(job_id = %r.job_id, status = "internal", reason = "runner_restarted", "job ended");
     }
 
     let listener = socket::bind(&config.daemon.socket, config.daemon.socket_group.as_deref())?;
@@ -238,9 +237,8 @@ async fn serve(
         tracing::warn!("{warning}");
     }
     let jobs = Arc::new(Jobs::new(engine, problem, &config, journal.clone(), run_id));
-    for id in &recovered {
-        let r = journal::restarted(id, job::Net::Deny, node.as_deref());
-        jobs.metrics.ended(&r, false, None);
+    for r in &recovered {
+        jobs.metrics.ended(r, false, None);
     }
     jobs.prune().await;
     if let Some(pool) = jobs.pool() {

@@ -733,10 +733,16 @@ async fn a_result_that_does_not_fit_its_row_shows_the_journals_answer() {
     let h = handle(d.jobs.submit(&body("two")).await);
     until("it starts", || stand.runs() == 1).await;
     let other = Journal::open(d.jobs.journal().path()).expect("the same journal");
-    let recovered = other
-        .recover(|id, net| journal::restarted(id, net, None))
-        .expect("recover");
-    assert_eq!(recovered, vec!["two".to_string()]);
+    let recovered = other.recover(journal::restarted).expect("recover");
+    let seen: Vec<(&str, Option<&str>)> = recovered
+        .iter()
+        .map(|r| (r.job_id.as_str(), r.node.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![("two", Some("v-stand"))],
+        "the Node it was taken to run with"
+    );
     stand.go.add_permits(1);
     let shown = done(&h).await;
     assert_eq!(shown.reason_str(), Some("runner_restarted"), "{shown:?}");
@@ -768,7 +774,7 @@ async fn a_job_whose_ttl_passed_while_it_was_taken_expires_though_a_slot_is_free
     let run_id = d.jobs.run_id;
     let accepted = d
         .jobs
-        .blocking(move |j| j.accept("slow", run_id, "t", crate::job::Net::Deny, 0))
+        .blocking(move |j| j.accept("slow", run_id, "t", crate::job::Net::Deny, None, 0))
         .await;
     assert!(matches!(accepted, Some(Ok(None))), "{accepted:?}");
     let rx = live.state.subscribe();

@@ -22,9 +22,9 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
     let j = Journal::open(&path).unwrap();
     let (run, earlier) = j.begin_run(100).unwrap();
     assert!(earlier.is_empty());
-    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
-    j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
-    assert!(j.accept("a", run, "t", Net::Deny, now_ms()).is_err());
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
+    assert!(j.accept("a", run, "t", Net::Deny, None, now_ms()).is_err());
     assert_eq!(j.get("a").unwrap(), Some(Entry::Accepted));
     let ok = ok("a");
     j.finish(&ok).unwrap();
@@ -41,8 +41,9 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
     assert_eq!(pids, vec![100]);
     assert!(earlier[0].started_ms <= before, "{earlier:?}");
     assert!(run2 > run);
-    let ended = j.recover(|id, net| restarted(id, net, None)).unwrap();
-    assert_eq!(ended, vec!["b".to_string()]);
+    let ended = j.recover(restarted).unwrap();
+    let ids: Vec<&str> = ended.iter().map(|r| r.job_id.as_str()).collect();
+    assert_eq!(ids, vec!["b"]);
     match j.get("b").unwrap() {
         Some(Entry::Done(r)) => {
             assert_eq!(r.status, Status::Internal);
@@ -51,10 +52,7 @@ fn accepted_jobs_end_once_and_survive_a_reopen() {
         other => panic!("{other:?}"),
     }
     assert_eq!(j.get("a").unwrap(), Some(Entry::Done(Box::new(ok))));
-    assert!(j
-        .recover(|id, net| restarted(id, net, None))
-        .unwrap()
-        .is_empty());
+    assert!(j.recover(restarted).unwrap().is_empty());
     j.forget_runs_before(run2).unwrap();
     let (_, earlier) = j.begin_run(300).unwrap();
     let pids: Vec<u32> = earlier.iter().map(|r| r.pid).collect();
@@ -84,13 +82,33 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
                  started_ms INTEGER NOT NULL,
                  ended_ms INTEGER);
              INSERT INTO runs(pid, started_ms) VALUES (100, 5);
-             ALTER TABLE runs ADD COLUMN boot_id TEXT;",
+             ALTER TABLE runs ADD COLUMN boot_id TEXT;
+             CREATE TABLE jobs(
+                 job_id TEXT PRIMARY KEY NOT NULL,
+                 run_id INTEGER NOT NULL,
+                 accepted_ms INTEGER NOT NULL,
+                 tool TEXT NOT NULL,
+                 net TEXT NOT NULL,
+                 state TEXT NOT NULL CHECK (state IN ('queued', 'done')),
+                 status TEXT,
+                 reason TEXT,
+                 result TEXT,
+                 finished_ms INTEGER);
+             INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
+                 VALUES ('old', 1, 5, 't', 'public', 'queued');",
         )
         .unwrap();
     }
     let j = Journal::open(&path).unwrap();
     let me = std::process::id();
     let (_, earlier) = j.begin_run(me).unwrap();
+    // Its job was accepted before rows named their Node: the result names none.
+    let ended = j.recover(restarted).unwrap();
+    let seen: Vec<(&str, Net, Option<&str>)> = ended
+        .iter()
+        .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
+        .collect();
+    assert_eq!(seen, vec![("old", Net::Public, None)]);
     assert_eq!(
         earlier,
         vec![EarlierRun {
@@ -107,6 +125,58 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
     assert!(recorded.is_some_and(|r| !r.boot_id.is_empty() && r.start_ticks > 0));
 }
 
+/// A job the runner stopped in ends `runner_restarted` with the `net` it asked for and the
+/// Node it was accepted to run with (SPEC.md: the result's `node` always names the version
+/// that ran), not the Node of the runner that recovers it. Before, the row's columns were
+/// written out of order, so every such result said `deny`, and the node was the new one's.
+#[test]
+fn a_restarted_job_keeps_its_net_and_its_node() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(100).unwrap();
+    j.accept("p", run, "fetch", Net::Public, Some("v24.1.0"), 42)
+        .unwrap();
+    j.accept("o", run, "t", Net::OpenvibeOnly, None, 43)
+        .unwrap();
+    drop(j);
+    // What the row holds, column by column.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let row: (i64, String, String, Option<String>) = conn
+            .query_row(
+                "SELECT accepted_ms, tool, net, node FROM jobs WHERE job_id = 'p'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            row,
+            (42, "fetch".into(), "public".into(), Some("v24.1.0".into()))
+        );
+    }
+    let j = Journal::open(&path).unwrap();
+    j.begin_run(200).unwrap();
+    let ended = j.recover(restarted).unwrap();
+    let seen: Vec<(&str, Net, Option<&str>)> = ended
+        .iter()
+        .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
+        .collect();
+    assert_eq!(
+        seen,
+        vec![
+            ("p", Net::Public, Some("v24.1.0")),
+            ("o", Net::OpenvibeOnly, None)
+        ]
+    );
+    match j.get("p").unwrap() {
+        Some(Entry::Done(r)) => {
+            assert_eq!((r.net, r.node.as_deref()), (Net::Public, Some("v24.1.0")))
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// An id's first row is its row for good, a rejection's too (SPEC.md: the answer given
 /// for an id is its answer forever): neither another rejection nor an acceptance
 /// replaces it. Before, a rejected row gave way to either.
@@ -121,17 +191,17 @@ fn an_ids_first_row_stays_a_rejections_too() {
     assert!(!j
         .record_rejected(&result("r", Reason::RunnerOff), run, "t")
         .unwrap());
-    assert!(j.accept("r", run, "t", Net::Deny, now_ms()).is_err());
+    assert!(j.accept("r", run, "t", Net::Deny, None, now_ms()).is_err());
     match j.get("r").unwrap() {
         Some(Entry::Done(r)) => assert_eq!(r.reason_str(), Some("busy")),
         other => panic!("{other:?}"),
     }
-    j.accept("s", run, "t", Net::Deny, now_ms()).unwrap();
+    j.accept("s", run, "t", Net::Deny, None, now_ms()).unwrap();
     assert!(!j
         .record_rejected(&result("s", Reason::Busy), run, "t")
         .unwrap());
     j.finish(&result("s", Reason::Wall)).unwrap();
-    assert!(j.accept("s", run, "t", Net::Deny, now_ms()).is_err());
+    assert!(j.accept("s", run, "t", Net::Deny, None, now_ms()).is_err());
     assert!(!j
         .record_rejected(&result("s", Reason::Busy), run, "t")
         .unwrap());
@@ -155,9 +225,9 @@ fn a_removed_journal_is_written_back_with_every_job() {
         let path = tmp.path().join(FILE_NAME);
         let j = Journal::open(&path).unwrap();
         let (run, _) = j.begin_run(1).unwrap();
-        j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+        j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
         j.finish(&ok("a")).unwrap();
-        j.accept("b", run, "t", Net::Deny, now_ms()).unwrap();
+        j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
         std::fs::remove_file(&path).unwrap();
         if also_wal {
             for ext in ["-wal", "-shm"] {
@@ -167,7 +237,7 @@ fn a_removed_journal_is_written_back_with_every_job() {
         // The next write notices, writes the journal back, then writes its row.
         j.finish(&result("b", Reason::Exit)).unwrap();
         assert!(path.is_file());
-        j.accept("c", run, "t", Net::Deny, now_ms()).unwrap();
+        j.accept("c", run, "t", Net::Deny, None, now_ms()).unwrap();
         // What a restart would read: everything, from the file at the path.
         let other = Journal::open(&path).unwrap();
         assert_eq!(done(&other, "a"), Some(Status::Ok), "also_wal {also_wal}");
@@ -193,7 +263,7 @@ fn a_removal_is_noticed_without_a_write() {
     let path = tmp.path().join(FILE_NAME);
     let j = Journal::open(&path).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
-    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     std::fs::remove_file(&path).unwrap();
     j.check_file().unwrap();
     assert_eq!(
@@ -208,7 +278,7 @@ fn a_write_back_cut_short_is_finished_at_open() {
     let path = tmp.path().join(FILE_NAME);
     let j = Journal::open(&path).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
-    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     j.finish(&ok("a")).unwrap();
     drop(j);
     // As if the daemon died after closing the removed file, before the rename.
@@ -224,7 +294,7 @@ fn a_file_put_in_its_place_is_never_overwritten() {
     let path = tmp.path().join(FILE_NAME);
     let j = Journal::open(&path).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
-    j.accept("a", run, "t", Net::Deny, now_ms()).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, "someone else's").unwrap();
     let e = j.finish(&ok("a")).unwrap_err();
@@ -256,7 +326,7 @@ fn a_damaged_journal_is_named_with_what_to_do() {
     let (run, _) = j.begin_run(1).unwrap();
     for i in 0..400 {
         let id = format!("job-{i:04}-{}", "x".repeat(40));
-        j.accept(&id, run, "t", Net::Deny, now_ms()).unwrap();
+        j.accept(&id, run, "t", Net::Deny, None, now_ms()).unwrap();
         let mut r = ok(&id);
         r.message = Some("y".repeat(200));
         j.finish(&r).unwrap();
@@ -279,13 +349,13 @@ fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
     let path = tmp.path().join(FILE_NAME);
     let j = Journal::open(&path).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
-    j.accept("old", run, "t", Net::Deny, 0).unwrap();
+    j.accept("old", run, "t", Net::Deny, None, 0).unwrap();
     j.finish(&ok("old")).unwrap();
-    j.accept("failed", run, "t", Net::Deny, 0).unwrap();
+    j.accept("failed", run, "t", Net::Deny, None, 0).unwrap();
     j.finish(&result("failed", Reason::Exit)).unwrap();
     let busy = result("busy", Reason::Busy);
     assert!(j.record_rejected(&busy, run, "t").unwrap());
-    j.accept("open", run, "t", Net::Deny, 0).unwrap();
+    j.accept("open", run, "t", Net::Deny, None, 0).unwrap();
     assert_eq!(j.prune(now_ms() - 60_000).unwrap(), 0);
     assert!(matches!(j.get("old").unwrap(), Some(Entry::Done(_))));
     let before = now_ms() + 1;
@@ -318,7 +388,7 @@ fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
     assert_eq!(j.get("open").unwrap(), Some(Entry::Accepted));
     // A pruned id is never accepted again, also after a reopen; a second prune finds
     // nothing more to take.
-    assert!(j.accept("old", run, "t", Net::Deny, 0).is_err());
+    assert!(j.accept("old", run, "t", Net::Deny, None, 0).is_err());
     assert_eq!(j.prune(now_ms() + 1).unwrap(), 0);
     drop(j);
     let j = Journal::open(&path).unwrap();
