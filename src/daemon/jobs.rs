@@ -331,10 +331,18 @@ impl Jobs {
             return Submitted::BadRequest("bad_job_id", admit::bad_job_id(job::job_id_text(body)));
         }
 
-        // Reserve the id, or find the job that holds it.
-        let reservation = match self.reserve(&id) {
-            Ok(j) => j,
-            Err(rx) => return self.duplicate(id, net, rx).await,
+        // Reserve the id, or find the job that holds it. A submission that held it and was
+        // dropped unanswered (its journal failed) leaves the id to this one, which goes the
+        // whole way itself: the answer it gets is the one any later submission would.
+        let reservation = loop {
+            match self.reserve(&id) {
+                Ok(j) => break j,
+                Err(rx) => {
+                    if let Some(answer) = Self::duplicate(&id, rx).await {
+                        return answer;
+                    }
+                }
+            }
         };
         let accepted_at = Instant::now();
         match self.journaled(&id).await.map(admit::prior) {
@@ -451,44 +459,20 @@ impl Jobs {
         Submitted::State(handle)
     }
 
-    /// A second submission of an id in memory: wait out a reservation, then answer.
-    async fn duplicate(
-        &self,
-        id: String,
-        net: crate::job::Net,
-        mut rx: watch::Receiver<JobState>,
-    ) -> Submitted {
+    /// A second submission of an id in memory: the answer of the job that holds it, once
+    /// that one is past its checks; none when it was dropped unanswered.
+    async fn duplicate(id: &str, mut rx: watch::Receiver<JobState>) -> Option<Submitted> {
         loop {
             let state = rx.borrow_and_update().clone();
             match state {
-                JobState::Pending => {
-                    if rx.changed().await.is_err() {
-                        // The reservation was dropped (journal failure): look again.
-                        return match self.lookup(&id).await {
-                            Ok(Some(e)) => match e.result {
-                                Some(r) => Submitted::Done(r),
-                                None => Submitted::Internal("the job vanished".into()),
-                            },
-                            // Every way a first submission is dropped is the journal's
-                            // (its lookup, its state, a write): so is this answer.
-                            Ok(None) => Submitted::JournalUnavailable(
-                                "the first submission of this id could not be journaled".into(),
-                            ),
-                            Err(LookupError::Journal(e)) => Submitted::Internal(e),
-                            Err(LookupError::Pruned(msg)) => {
-                                Submitted::Done(Arc::new(JobResult::not_run(
-                                    &id,
-                                    Reason::ResultPruned,
-                                    msg,
-                                    net,
-                                    self.node(),
-                                )))
-                            }
-                        };
-                    }
+                JobState::Pending => rx.changed().await.ok()?,
+                JobState::Done(r) => return Some(Submitted::Done(r)),
+                _ => {
+                    return Some(Submitted::State(Arc::new(JobHandle {
+                        job_id: id.to_string(),
+                        rx,
+                    })))
                 }
-                JobState::Done(r) => return Submitted::Done(r),
-                _ => return Submitted::State(Arc::new(JobHandle { job_id: id, rx })),
             }
         }
     }

@@ -673,11 +673,13 @@ async fn info_shows_the_input_bound_the_jobs_are_checked_against_engine_or_not()
     assert_eq!(jobs.bounds().max_input_json_bytes, 1000);
 }
 
+/// A submission that waits on an id held by a first one, which is then dropped unanswered
+/// (its journal write failed), takes the id and goes the whole way itself: with the journal
+/// working again the job is accepted and runs, once.
 #[tokio::test]
-async fn a_second_submission_whose_first_was_dropped_is_told_to_come_again() {
+async fn a_second_submission_whose_first_was_dropped_goes_the_whole_way() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
-    // The first submission holds the id, then is dropped (its journal write failed).
     let first = reserve(&d.jobs, "twice");
     let second = tokio::spawn({
         let jobs = d.jobs.clone();
@@ -687,14 +689,50 @@ async fn a_second_submission_whose_first_was_dropped_is_told_to_come_again() {
     assert!(!second.is_finished(), "the second waits for the first");
     d.jobs.forget("twice", &first, JobState::Pending);
     drop(first);
-    match tokio::time::timeout(Duration::from_secs(5), second)
+    let h = handle(
+        tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("answered within 5 s")
+            .expect("the submission"),
+    );
+    stand.go.add_permits(1);
+    let r = done(&h).await;
+    assert_eq!(reason(&r), (Status::Ok, None), "{r:?}");
+    assert_eq!(stand.runs(), 1);
+}
+
+/// The first submission was dropped after the journal took the id as accepted (its write
+/// was reported failed after it went in): a submission waiting on it gets the answer every
+/// later submission of the id gets, `duplicate` (never a run), not a 500 of its own.
+/// Before, it answered 500 "the job vanished".
+#[tokio::test]
+async fn a_waiting_submission_answers_as_a_later_one_when_the_first_was_dropped_journaled() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let first = reserve(&d.jobs, "half");
+    let second = tokio::spawn({
+        let jobs = d.jobs.clone();
+        async move { jobs.submit(&body("half")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!second.is_finished(), "the second waits for the first");
+    let run_id = d.jobs.run_id;
+    d.jobs
+        .blocking(move |j| j.accept("half", run_id, "t", crate::job::Net::Deny, None, 0))
         .await
-        .expect("answered within 5 s")
-        .expect("the submission")
-    {
-        Submitted::JournalUnavailable(m) => assert!(m.contains("could not be journaled"), "{m}"),
-        _ => panic!("expected a 503 journal_unavailable, to send the job again"),
-    }
+        .expect("the journal task")
+        .expect("accepted");
+    d.jobs.forget("half", &first, JobState::Pending);
+    drop(first);
+    let waited = ended(
+        tokio::time::timeout(Duration::from_secs(5), second)
+            .await
+            .expect("answered within 5 s")
+            .expect("the submission"),
+    );
+    let later = ended(d.jobs.submit(&body("half")).await);
+    assert_eq!(reason(&waited), (Status::Internal, Some("duplicate")));
+    assert_eq!(reason(&later), reason(&waited), "one answer for one id");
     assert_eq!(stand.runs(), 0);
 }
 
