@@ -832,3 +832,62 @@ async fn a_job_whose_ttl_passed_while_it_was_taken_expires_though_a_slot_is_free
     assert_eq!(stand.runs(), 0, "the expired job never ran");
     assert_eq!(d.jobs.load(), (0, 0));
 }
+
+/// A rejection the journal does not take because the id got a row after it was looked up
+/// (another process on the same journal wrote it in between) answers with that row, the
+/// id's one answer, and never with the rejection that lost. The other process's write is
+/// held open (an SQLite write lock) across the submission's lookup and released once the
+/// submission waits to write its rejection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejection_that_finds_the_id_taken_answers_with_the_ids_row() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let other = rusqlite::Connection::open(d.jobs.journal().path()).expect("the same journal");
+    let theirs = JobResult::not_run(
+        "late",
+        Reason::Cancelled,
+        "ended by another process",
+        crate::job::Net::Deny,
+        None,
+    );
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    other
+        .execute(
+            "INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state, status, reason, result, finished_ms)
+             VALUES ('late', 0, 0, 't', 'deny', 'done', 'cancelled', 'cancelled', ?1, 0)",
+            [serde_json::to_string(&theirs).expect("json")],
+        )
+        .expect("their row");
+    let rejected = body_with("late", json!({ "limits": { "wall_ms": 999_999 } }));
+    let submission = tokio::spawn({
+        let jobs = d.jobs.clone();
+        async move { jobs.submit(&rejected).await }
+    });
+    // The lookup saw no row (theirs is not committed); the rejection's write now waits
+    // for the lock, holding the daemon's connection.
+    let journal = d.jobs.journal().clone();
+    let held_since = Instant::now();
+    until("the rejection waits to be written", || {
+        if !journal.busy() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        journal.busy() && held_since.elapsed() >= Duration::from_millis(200)
+    })
+    .await;
+    assert!(!submission.is_finished());
+    other.execute_batch("COMMIT").expect("their row committed");
+    let answer = ended(
+        tokio::time::timeout(Duration::from_secs(10), submission)
+            .await
+            .expect("answered within 10 s")
+            .expect("the submission"),
+    );
+    assert_eq!(reason(&answer), (Status::Cancelled, Some("cancelled")));
+    assert_eq!(answer.message.as_deref(), Some("ended by another process"));
+    let again = ended(d.jobs.submit(&body("late")).await);
+    assert_eq!(*again, *answer, "one answer for one id");
+    assert_eq!(stand.runs(), 0);
+}
