@@ -986,3 +986,58 @@ fn the_end_record_ends_the_job_and_what_still_runs_is_removed() {
     }
     setup.assert_clean(&["warm-rec"]);
 }
+
+/// The CPU time (ns) every thread of the sandbox's processes has run, from each task's
+/// `schedstat`.
+fn sandbox_cpu_ns(cgroup: &str) -> u64 {
+    sandbox_processes(cgroup)
+        .iter()
+        .flat_map(|p| {
+            std::fs::read_dir(format!("/proc/{}/task", p.pid))
+                .into_iter()
+                .flatten()
+                .flatten()
+        })
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// A warm sandbox is ready only once its Node waits at the preload's gate, its start
+/// done: what is left of that start would count in the first job's `cpu_ms` and
+/// `wall_ms`, under its limits. From the moment the warm-up returns, its processes run
+/// next to nothing (Node's start takes some 30 ms of CPU), and Node's main thread waits
+/// reading its stdin. Before, the sandbox was ready when pid 1 was about to execute Node.
+#[test]
+fn a_ready_warm_sandbox_has_its_nodes_start_behind_it() {
+    let setup = Setup::new();
+    let mut grown = Vec::new();
+    for _ in 0..3 {
+        let sandbox = setup.warm(Shape::default_job());
+        let cgroup = cgroup_name(&sandbox);
+        let at_ready = sandbox_cpu_ns(&cgroup);
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        grown.push((sandbox_cpu_ns(&cgroup) - at_ready) / 1_000_000);
+        let node = sandbox_processes(&cgroup)
+            .into_iter()
+            .find(|p| {
+                std::fs::read_to_string(format!("/proc/{}/status", p.pid))
+                    .unwrap_or_default()
+                    .lines()
+                    .any(|l| l.starts_with("NSpid:") && l.trim_end().ends_with("\t2"))
+            })
+            .expect("the sandbox's Node");
+        let syscall =
+            std::fs::read_to_string(format!("/proc/{}/syscall", node.pid)).unwrap_or_default();
+        assert!(
+            syscall.starts_with("0 0x0 "),
+            "Node waits in read(0, …) at its gate: {syscall}"
+        );
+        setup.rt.block_on(sandbox.discard());
+    }
+    assert!(
+        grown.iter().all(|&ms| ms < 8),
+        "CPU ms the sandbox ran in the 300 ms after it was ready: {grown:?}"
+    );
+    setup.assert_clean(&[]);
+}

@@ -341,9 +341,12 @@ if (process.env.OVSR_HARDEN_SELFTEST === '1') {
 //    runner's go byte on stdin, which comes right before the job's input. A warm sandbox
 //    waits here until a job comes (pid 1 lays its files meanwhile); a cold job finds the
 //    byte already there. Node's main script, /runtime/main, is a link laid with the files
-//    that leads to the entry; process.argv names the entry itself.
+//    that leads to the entry; process.argv names the entry itself. At the gate the preload
+//    says so on stderr (GATE_RECORD, which the runner takes off the stream): a warm
+//    sandbox is ready only then, its Node's start done, none of it left to a job's clocks.
 const MAIN_LINK = '/runtime/main';
 const GO_BYTE = 10;
+const GATE_RECORD = '\u0000openvibe-skill-runner:gate\n';
 const readSync = fs.readSync;
 const realpathSync = fs.realpathSync;
 function waitAtGate() {
@@ -353,6 +356,7 @@ function waitAtGate() {
   // the modules: process.stdout itself would open a descriptor the tool would see first.
   require('stream');
   require('net');
+  writeSync(2, GATE_RECORD);
   const one = new Uint8Array(1);
   const nap = new Int32Array(new SharedArrayBuffer(4));
   for (;;) {

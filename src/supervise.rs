@@ -132,10 +132,14 @@ async fn read_capped<R: AsyncRead + std::os::fd::AsFd + Unpin>(
 
 /// Reads the tool's stderr to its end, keeping the first `keep` bytes, or up to the
 /// preload's [`END_RECORD`], whose code it sends on `end` (the record is not stderr).
+/// With `gate`, the preload's [`end::GATE_RECORD`] is looked for first, taken off and
+/// told on `gate`; a stream that ends or runs past [`end::BEFORE_GATE_MAX`] without it
+/// drops `gate` untold.
 async fn read_stderr(
     mut r: impl AsyncRead + Unpin,
     keep: usize,
     end: tokio::sync::oneshot::Sender<u8>,
+    mut gate: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut total = 0usize;
@@ -146,13 +150,43 @@ async fn read_stderr(
         }
     };
     let mut scan = end::EndScan::default();
+    let mut at_gate = gate.is_some().then(end::GateScan::default);
     let mut buf = vec![0u8; 16 * 1024];
     loop {
         let n = match r.read(&mut buf).await {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
-        let (bytes, code) = scan.feed(&buf[..n]);
+        let past_gate;
+        let chunk = match at_gate.as_mut().map(|g| g.feed(&buf[..n])) {
+            None => &buf[..n],
+            Some(None) => continue,
+            Some(Some(found)) => {
+                at_gate = None;
+                past_gate = match found {
+                    end::Gate::Reached(bytes) => {
+                        if let Some(g) = gate.take() {
+                            let _ = g.send(());
+                        }
+                        bytes
+                    }
+                    end::Gate::Missed(bytes) => {
+                        gate = None;
+                        bytes
+                    }
+                };
+                &past_gate[..]
+            }
+        };
+        let (bytes, code) = scan.feed(chunk);
+        take(&bytes);
+        if let Some(code) = code {
+            let _ = end.send(code);
+            return (kept, total > keep);
+        }
+    }
+    if let Some(g) = at_gate {
+        let (bytes, code) = scan.feed(&g.finish());
         take(&bytes);
         if let Some(code) = code {
             let _ = end.send(code);
@@ -233,7 +267,7 @@ pub async fn run(
     go: bool,
     cancel: &Cancel,
 ) -> Result<Outcome, SuperviseError> {
-    let started = start(self_exe, plan_bytes, netns, false)?;
+    let started = start(self_exe, plan_bytes, netns, false, go)?;
     let since = started.started;
     let (outcome, remains) = started
         .finish(input, go, since, wall, cgroup, cancel)
@@ -258,6 +292,9 @@ pub struct Started {
     overflow: Arc<Notify>,
     /// The code of the preload's [`END_RECORD`], once stderr has held it.
     ended: tokio::sync::oneshot::Receiver<u8>,
+    /// Told once stderr has held the preload's [`end::GATE_RECORD`] (Node's start done):
+    /// none once told, or for a start without a gate.
+    at_gate: Option<tokio::sync::oneshot::Receiver<()>>,
     /// Tells the stdout reader to take what the pipe holds and stop.
     drain: Arc<Notify>,
     gate: exec_gate::Gate,
@@ -274,12 +311,14 @@ fn dup_high(fd: &impl std::os::fd::AsFd, what: &str) -> Result<OwnedFd, Supervis
 }
 
 /// Starts the init stage on `plan_bytes`; `warm` passes the hand-over pipe and starts it
-/// at [`warm_nice`].
+/// at [`warm_nice`]; `gated` (a plan whose preload has its gate, a warm one's always) has
+/// the preload's gate record looked for on stderr and taken off.
 pub fn start(
     self_exe: &Path,
     plan_bytes: Vec<u8>,
     netns: Option<&OwnedFd>,
     warm: bool,
+    gated: bool,
 ) -> Result<Started, SuperviseError> {
     let (report_r, report_w): (OwnedFd, OwnedFd) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
         .map_err(|e| SuperviseError::Spawn(format!("report pipe: {e}")))?;
@@ -379,9 +418,15 @@ pub fn start(
         })
     };
     let (end_tx, ended) = tokio::sync::oneshot::channel();
+    let (gate_tx, at_gate) = if gated || warm {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        (Some(tx), Some(rx))
+    } else {
+        (None, None)
+    };
     let err_task = tokio::spawn(async move {
         match stderr {
-            Some(s) => read_stderr(s, STDERR_KEEP, end_tx).await,
+            Some(s) => read_stderr(s, STDERR_KEEP, end_tx, gate_tx).await,
             None => (Vec::new(), false),
         }
     });
@@ -411,6 +456,7 @@ pub fn start(
         err_task,
         overflow,
         ended,
+        at_gate: if warm { at_gate } else { None },
         drain,
         gate,
         started,
@@ -426,9 +472,16 @@ impl Started {
         matches!(self.child.try_wait(), Ok(None)) && !self.seen.iter().any(ends)
     }
 
-    /// Whether it reported `Ready` (every layer applied, Node executed next).
+    /// Whether it is ready: it reported `Ready` (every layer applied, Node executed next)
+    /// and Node has reached the preload's gate.
     pub fn is_ready(&mut self) -> bool {
         let _ = self.is_alive();
+        if let Some(rx) = self.at_gate.as_mut() {
+            if rx.try_recv().is_err() {
+                return false;
+            }
+            self.at_gate = None;
+        }
         self.seen.contains(&Report::Ready)
     }
 
@@ -473,11 +526,29 @@ impl Started {
             .unwrap_or_default()
     }
 
-    /// Waits until a warm sandbox is ready: Node executed with every layer applied, to
-    /// wait at its gate.
+    /// Waits until a warm sandbox is ready: Node executed with every layer applied and
+    /// waiting at its gate, its start done (none of it is left for a job's clocks).
     pub async fn ready(&mut self) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + WARM_READY_TIMEOUT;
         self.wait_for(&Report::Ready, "ready", WARM_READY_TIMEOUT)
-            .await
+            .await?;
+        if let Some(rx) = self.at_gate.as_mut() {
+            match tokio::time::timeout_at(deadline, rx).await {
+                Ok(Ok(())) => self.at_gate = None,
+                Ok(Err(_)) => {
+                    return Err(format!(
+                        "Node ended, or wrote over {} bytes to stderr, before its gate",
+                        end::BEFORE_GATE_MAX
+                    ))
+                }
+                Err(_) => {
+                    return Err(format!(
+                        "Node did not reach its gate within {WARM_READY_TIMEOUT:?}"
+                    ))
+                }
+            }
+        }
+        Ok(())
     }
 
     /// A warm sandbox's hand-over: waits until it is ready, gives pid 1 `message` (an

@@ -78,7 +78,7 @@ impl WarmSandbox {
         self.started.is_alive()
     }
 
-    /// Whether Node has started with every layer applied (it then waits at its gate).
+    /// Whether Node has started with every layer applied and waits at its gate.
     pub fn is_ready(&mut self) -> bool {
         self.started.is_ready()
     }
@@ -278,7 +278,7 @@ impl Engine {
                 return Err(e);
             }
         };
-        let started = match supervise::start(self.init.exec_path(), plan_bytes, None, true) {
+        let started = match supervise::start(self.init.exec_path(), plan_bytes, None, true, true) {
             Ok(started) => started,
             Err(e) => {
                 super::remove_unused(cgroup, unique).await;

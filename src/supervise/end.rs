@@ -1,3 +1,5 @@
+//! The preload's two records on stderr: its gate ([`GATE_RECORD`]) and the tool's end.
+//!
 //! The tool's end as the preload reports it (`runtime/harden.cjs`, 8): once Node has run
 //! its last 'exit' listener, the preload writes [`END_RECORD`], the exit code and a newline
 //! to stderr and exits. The runner takes the record off the stream and has the tool's code
@@ -12,6 +14,53 @@
 
 /// What starts the record; 1 to 3 decimal digits (at most 255) and `\n` follow.
 pub const END_RECORD: &[u8] = b"\0openvibe-skill-runner:end:";
+
+/// What the preload writes to stderr at its gate, before it reads the go byte
+/// (`runtime/harden.cjs`, 7): Node's start is done. A warm sandbox is ready only then.
+/// No code of the tool has run before it, so the first one on the stream is the
+/// preload's; the runner takes it off, and looks for no other.
+pub const GATE_RECORD: &[u8] = b"\0openvibe-skill-runner:gate\n";
+
+/// How much of stderr may come before [`GATE_RECORD`] (what Node itself prints at its
+/// start: a warning of an older Node's, say). Past it the record is looked for no more.
+pub const BEFORE_GATE_MAX: usize = 64 * 1024;
+
+/// Finds [`GATE_RECORD`] at the start of stderr, chunk by chunk, and takes it off.
+#[derive(Debug, Default)]
+pub struct GateScan {
+    seen: Vec<u8>,
+}
+
+/// What [`GateScan::feed`] found once it knows.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// The record came: the bytes before and after it, which are stderr.
+    Reached(Vec<u8>),
+    /// More than [`BEFORE_GATE_MAX`] bytes came without it: the bytes, which are stderr.
+    Missed(Vec<u8>),
+}
+
+impl GateScan {
+    /// Takes the next chunk read from stderr; none while the record may still come (the
+    /// bytes so far held).
+    pub fn feed(&mut self, chunk: &[u8]) -> Option<Gate> {
+        self.seen.extend_from_slice(chunk);
+        if let Some(at) = memchr::memmem::find(&self.seen, GATE_RECORD) {
+            let mut bytes = std::mem::take(&mut self.seen);
+            bytes.drain(at..at + GATE_RECORD.len());
+            return Some(Gate::Reached(bytes));
+        }
+        if self.seen.len() > BEFORE_GATE_MAX {
+            return Some(Gate::Missed(std::mem::take(&mut self.seen)));
+        }
+        None
+    }
+
+    /// At the end of the stream: what was held is stderr.
+    pub fn finish(self) -> Vec<u8> {
+        self.seen
+    }
+}
 
 /// Finds the record in stderr as it arrives, chunk by chunk: a record may be split
 /// anywhere between two reads, so what could be its beginning is held back until the next
@@ -235,5 +284,47 @@ mod tests {
             assert_eq!(code, Some(3), "cut at {cut}");
             assert_eq!(kept, &stream[..before], "cut at {cut}");
         }
+    }
+
+    /// The gate record is taken off wherever the reads cut it, what Node wrote before it
+    /// and the tool after it stay stderr, and a tool's later copy of it is its own stderr.
+    #[test]
+    fn the_gate_record_is_taken_off_once_wherever_the_reads_cut_it() {
+        let stream = [
+            b"(node) warning\n".as_slice(),
+            GATE_RECORD,
+            b"tool",
+            GATE_RECORD,
+        ]
+        .concat();
+        let want = [b"(node) warning\n".as_slice(), b"tool", GATE_RECORD].concat();
+        for cut in 0..=stream.len() {
+            let mut g = GateScan::default();
+            // What the scan gives, then what it was never fed (it is done at the record).
+            let (found, unfed) = match g.feed(&stream[..cut]) {
+                Some(found) => (found, &stream[cut..]),
+                None => (g.feed(&stream[cut..]).expect("the record"), &[][..]),
+            };
+            match found {
+                Gate::Reached(bytes) => {
+                    assert_eq!([bytes.as_slice(), unfed].concat(), want, "cut at {cut}")
+                }
+                other => panic!("cut at {cut}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn without_the_gate_record_stderr_is_given_whole() {
+        let mut g = GateScan::default();
+        assert_eq!(g.feed(b"\0openvibe-skill-runner:ga"), None);
+        assert_eq!(g.finish(), b"\0openvibe-skill-runner:ga");
+        let mut g = GateScan::default();
+        let long = vec![b'w'; BEFORE_GATE_MAX];
+        assert_eq!(g.feed(&long), None);
+        assert_eq!(
+            g.feed(b"!"),
+            Some(Gate::Missed([long.as_slice(), b"!"].concat()))
+        );
     }
 }

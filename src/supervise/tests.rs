@@ -330,3 +330,34 @@ fn a_child_whose_runner_is_gone_goes_no_further_than_the_fork() {
     let e = spawn(me + 1).expect_err("an orphan stops before exec");
     assert_eq!(e.raw_os_error(), Some(libc::ESRCH), "{e}");
 }
+
+/// The stderr reader takes the gate record and the end record off a tool's stderr, tells
+/// each on its own channel, and keeps what Node wrote before the gate and the tool after.
+#[tokio::test]
+async fn stderr_loses_the_preloads_records_and_tells_the_gate_and_the_end() {
+    let stream = [
+        b"(node) warning\n".as_slice(),
+        end::GATE_RECORD,
+        b"tool says\n",
+        END_RECORD,
+        b"7\n",
+    ]
+    .concat();
+    let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+    let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();
+    let (kept, truncated) = read_stderr(&stream[..], 1024, end_tx, Some(gate_tx)).await;
+    assert_eq!(kept, b"(node) warning\ntool says\n");
+    assert!(!truncated);
+    assert_eq!(end_rx.await, Ok(7));
+    assert_eq!(gate_rx.await, Ok(()));
+    // Without a gate looked for (a start without one), the record is left as it came.
+    let (end_tx, _) = tokio::sync::oneshot::channel();
+    let (kept, _) = read_stderr(&stream[..40], 1024, end_tx, None).await;
+    assert_eq!(kept, &stream[..40]);
+    // A stream that ends before the gate tells no gate, and is stderr whole.
+    let (end_tx, _) = tokio::sync::oneshot::channel();
+    let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();
+    let (kept, _) = read_stderr(&b"node died"[..], 1024, end_tx, Some(gate_tx)).await;
+    assert_eq!(kept, b"node died");
+    assert!(gate_rx.await.is_err());
+}
