@@ -107,10 +107,12 @@ impl Jobs {
         overhead: Option<f64>,
     ) {
         let mut result = Arc::new(result);
-        self.metrics.ended(&result, admit::ran(&result), overhead);
         log_end(&result, tool);
         let mut wait = Duration::from_millis(100);
         let mut tries = 0u32;
+        // Whether this result is counted in `results_unjournaled` (from its first failed
+        // write until it is written or given up).
+        let mut counted_unjournaled = false;
         let durable = loop {
             let r = result.clone();
             let written = self.blocking(move |j| j.finish(&r)).await;
@@ -132,7 +134,8 @@ impl Jobs {
                 }
                 other => journal_failure(other),
             };
-            if tries == 1 {
+            if !counted_unjournaled {
+                counted_unjournaled = true;
                 self.health().unjournaled += 1;
                 tracing::error!(job_id = %id, error = %e, "cannot journal a job's result; kept in memory and tried again; the runner takes no new job until it is written");
             }
@@ -147,13 +150,16 @@ impl Jobs {
             }
             wait = (wait * 2).min(JOURNAL_RETRY_MAX);
         };
-        if tries > 1 {
+        if counted_unjournaled {
             self.health().unjournaled -= 1;
             if durable {
                 tracing::warn!(job_id = %id, tries, "a job's result is journaled after all");
             }
         }
         if durable {
+            // Counted as the journal holds it: a result given up at shutdown was shown to
+            // nobody (the next start counts the id's runner_restarted).
+            self.metrics.ended(&result, admit::ran(&result), overhead);
             self.journal_outcome(&Ok(()));
             live.state.send_replace(JobState::Done(result));
         }

@@ -891,3 +891,40 @@ async fn a_rejection_that_finds_the_id_taken_answers_with_the_ids_row() {
     assert_eq!(*again, *answer, "one answer for one id");
     assert_eq!(stand.runs(), 0);
 }
+
+/// A result whose first journal write fails once the runner is killing its jobs (the
+/// stop's grace is over) is given up at once, and leaves no count behind: neither in
+/// `results_unjournaled` (which kept the runner "not ready" with a result nobody would
+/// write) nor among the ended jobs of `/metrics` (it was shown to nobody; the next start
+/// counts the id's runner_restarted). Before, both counted it.
+#[tokio::test]
+async fn a_result_given_up_at_the_stop_is_counted_nowhere() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let path = d.jobs.journal().path().to_path_buf();
+    let h = handle(d.jobs.submit(&body("x")).await);
+    until("x runs", || stand.runs() == 1).await;
+    // Every write fails from here: another file is in the journal's place.
+    let foreign = d._dir.path().join("foreign");
+    std::fs::write(&foreign, "not the journal").expect("a foreign file");
+    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
+    d.jobs.kill_all.cancel();
+    stand.go.add_permits(1);
+    let shown = tokio::time::timeout(Duration::from_secs(5), h.done())
+        .await
+        .expect("the job is over within 5 s");
+    assert!(
+        shown.is_none(),
+        "a result the journal never took is shown to nobody"
+    );
+    assert_eq!(d.jobs.unjournaled(), 0);
+    let text = d.jobs.metrics.render(&d.jobs.gauges());
+    assert!(
+        text.contains("openvibe_skill_runner_results_unjournaled 0"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("openvibe_skill_runner_jobs_total{"),
+        "no ended job counted: {text}"
+    );
+}
