@@ -384,7 +384,10 @@ impl Engine {
         if self.warmable(shape) {
             if let Some(sandbox) = warm.take(shape) {
                 match self.run_warm(&job, &files, sandbox, cancel).await {
-                    Ok(ran) => return ran,
+                    Ok(ran) => {
+                        warm.handed_over();
+                        return ran;
+                    }
                     Err(why) => {
                         warm.hand_over_failed();
                         if !warm.cold_after_a_failed_hand_over() {

@@ -447,19 +447,23 @@ impl<W: Warmer> Pool<W> {
             // Torn down beside the job, which does not wait for them; shutdown does.
             let _ = self.discard_all(dead);
         }
-        let counter = match found {
-            Some(_) => &self.counters.hits,
-            None => &self.counters.misses,
-        };
-        counter.fetch_add(1, Ordering::Relaxed);
+        // A hit is counted once the hand-over is done (`handed_over`): a counter that
+        // took one back after a failed hand-over would go down between two scrapes.
+        if found.is_none() {
+            self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        }
         self.wake.notify_one();
         found
+    }
+
+    /// The sandbox [`Self::take_ready`] gave a job took the job's files: a hit.
+    pub fn handed_over(&self) {
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The sandbox [`Self::take_ready`] gave a job failed at the hand-over: it served no
     /// job, so it was no hit (the engine tore it down, and the job ran cold).
     pub fn hand_over_failed(&self) {
-        self.counters.hits.fetch_sub(1, Ordering::Relaxed);
         self.counters
             .hand_overs_failed
             .fetch_add(1, Ordering::Relaxed);
@@ -613,6 +617,10 @@ impl<W: Warmer> Pool<W> {
 impl<W: Warmer<Sandbox = WarmSandbox>> WarmSource for Pool<W> {
     fn take(&self, shape: Shape) -> Option<WarmSandbox> {
         self.take_ready(shape)
+    }
+
+    fn handed_over(&self) {
+        Pool::handed_over(self)
     }
 
     fn hand_over_failed(&self) {

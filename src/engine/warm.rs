@@ -132,6 +132,9 @@ pub trait WarmSource: Send + Sync {
         true
     }
 
+    /// The sandbox [`WarmSource::take`] gave took the job's files.
+    fn handed_over(&self) {}
+
     /// The sandbox [`WarmSource::take`] gave failed at the hand-over: it served no job.
     fn hand_over_failed(&self) {}
 }

@@ -295,9 +295,12 @@ async fn the_pool_fills_serves_once_and_refills() {
     until("two ready", || pool.info().ready == 2).await;
     let shape = deny(128 * MIB);
     let first = pool.take_ready(shape);
-    assert!(first.is_some(), "a hit");
+    assert!(first.is_some(), "a sandbox for the job");
+    assert_eq!(pool.info().hits, 0, "a hit once the hand-over is done");
+    pool.handed_over();
     assert_eq!(pool.info().hits, 1);
-    // One that fails at its hand-over served no job: no hit.
+    // One that fails at its hand-over served no job: no hit, and the count of hits never
+    // goes down (it is a Prometheus counter).
     let failed = pool.take_ready(shape);
     assert!(failed.is_some());
     pool.hand_over_failed();
