@@ -393,8 +393,14 @@ impl Jobs {
                     .blocking(move |j| j.record_rejected(&rr, run_id, &t))
                     .await;
                 match stored {
-                    Some(Ok(true)) => self.journal_outcome(&Ok(())),
-                    Some(Ok(false)) => {
+                    Some(Ok((true, None))) => self.journal_outcome(&Ok(())),
+                    Some(Ok((true, Some(trouble)))) => {
+                        // Committed: the rejection is the id's answer, in the journal the
+                        // daemon holds and writes back; the trouble is for the jobs after.
+                        tracing::error!(job_id = %id, error = %trouble, "the journal's file went astray while a rejection was recorded; it is in the journal the daemon holds and writes back");
+                        self.journal_outcome(&Err(trouble.to_string()));
+                    }
+                    Some(Ok((false, _))) => {
                         // The id got a row since it was looked up (only another process on
                         // the same journal could write it): that row is the id's answer.
                         tracing::warn!(job_id = %id, "a rejection was not journaled: the id holds another answer, which is given");

@@ -652,13 +652,15 @@ impl Journal {
     }
 
     /// Records a job that ended the moment it came (rejected): accepted and done at once.
-    /// `false`: the id has a row already, which stays (its answer is the journal's).
+    /// `false`: the id has a row already, which stays (its answer is the journal's). As
+    /// with [`Journal::accept`], trouble found after the commit (the file went astray) is
+    /// given beside it: the row is in the database the daemon holds and writes back.
     pub fn record_rejected(
         &self,
         result: &JobResult,
         run_id: i64,
         tool: &str,
-    ) -> Result<bool, JournalError> {
+    ) -> Result<(bool, Option<JournalError>), JournalError> {
         let now = now_ms();
         let text = serde_json::to_string(result)?;
         let conn = self.writable()?;
@@ -677,8 +679,7 @@ impl Journal {
                 text
             ],
         )?;
-        self.committed(conn)?;
-        Ok(n == 1)
+        Ok((n == 1, self.committed(conn).err()))
     }
 
     /// Prunes jobs that ended before `before_ms`; returns how many. Each keeps its row

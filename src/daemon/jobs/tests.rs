@@ -928,3 +928,54 @@ async fn a_result_given_up_at_the_stop_is_counted_nowhere() {
         "no ended job counted: {text}"
     );
 }
+
+/// A rejection whose row is committed as a foreign file takes the journal's place is the
+/// id's answer at once: its row is in the database the daemon holds and writes back, as an
+/// accepted job's is. Before, the submission got a 503 ("not accepted: send it again
+/// later") and the id sent again got the rejection: two answers.
+#[tokio::test]
+async fn a_rejection_committed_as_the_journal_file_is_replaced_is_the_answer() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let path = d._dir.path().join(journal::FILE_NAME);
+    let other = rusqlite::Connection::open(&path).expect("a second connection");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    let rejected = body_with("r", json!({ "limits": { "wall_ms": 999_999 } }));
+    let submitting = {
+        let (jobs, text) = (d.jobs.clone(), rejected.clone());
+        tokio::spawn(async move { jobs.submit(&text).await })
+    };
+    // Into the rejection's write, which waits for the lock, holding the connection.
+    until("the rejection's write waits for the lock", || {
+        d.jobs.journal.busy()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        d.jobs.journal.busy(),
+        "the rejection's write waits for the lock"
+    );
+    let foreign = d._dir.path().join("foreign");
+    std::fs::write(&foreign, "not the journal").expect("a foreign file");
+    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
+    other.execute_batch("ROLLBACK").expect("the lock let go");
+    let first = ended(submitting.await.expect("the submission"));
+    assert_eq!(reason(&first), (Status::Rejected, Some("limits_above_cap")));
+    assert!(
+        d.jobs.journal_problem().is_some(),
+        "the next jobs wait for the journal"
+    );
+    let again = ended(d.jobs.submit(&rejected).await);
+    assert_eq!(*again, *first, "one answer for one id");
+    // The foreign file moved away: the journal is written back, with the rejection.
+    std::fs::remove_file(&path).expect("the foreign file removed");
+    d.jobs.journal().check_file().expect("written back");
+    let journal = Journal::open(&path).expect("the journal written back");
+    match journal.get("r") {
+        Ok(Some(Entry::Done(r))) => assert_eq!(*r, *first),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(stand.runs(), 0);
+}

@@ -185,26 +185,34 @@ fn an_ids_first_row_stays_a_rejections_too() {
     let tmp = tempfile::tempdir().unwrap();
     let j = Journal::open(&tmp.path().join(FILE_NAME)).unwrap();
     let (run, _) = j.begin_run(1).unwrap();
-    assert!(j
-        .record_rejected(&result("r", Reason::Busy), run, "t")
-        .unwrap());
-    assert!(!j
-        .record_rejected(&result("r", Reason::RunnerOff), run, "t")
-        .unwrap());
+    assert!(
+        j.record_rejected(&result("r", Reason::Busy), run, "t")
+            .unwrap()
+            .0
+    );
+    assert!(
+        !j.record_rejected(&result("r", Reason::RunnerOff), run, "t")
+            .unwrap()
+            .0
+    );
     assert!(j.accept("r", run, "t", Net::Deny, None, now_ms()).is_err());
     match j.get("r").unwrap() {
         Some(Entry::Done(r)) => assert_eq!(r.reason_str(), Some("busy")),
         other => panic!("{other:?}"),
     }
     j.accept("s", run, "t", Net::Deny, None, now_ms()).unwrap();
-    assert!(!j
-        .record_rejected(&result("s", Reason::Busy), run, "t")
-        .unwrap());
+    assert!(
+        !j.record_rejected(&result("s", Reason::Busy), run, "t")
+            .unwrap()
+            .0
+    );
     j.finish(&result("s", Reason::Wall)).unwrap();
     assert!(j.accept("s", run, "t", Net::Deny, None, now_ms()).is_err());
-    assert!(!j
-        .record_rejected(&result("s", Reason::Busy), run, "t")
-        .unwrap());
+    assert!(
+        !j.record_rejected(&result("s", Reason::Busy), run, "t")
+            .unwrap()
+            .0
+    );
     match j.get("s").unwrap() {
         Some(Entry::Done(r)) => assert_eq!(r.status, Status::Limit),
         other => panic!("{other:?}"),
@@ -354,7 +362,7 @@ fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
     j.accept("failed", run, "t", Net::Deny, None, 0).unwrap();
     j.finish(&result("failed", Reason::Exit)).unwrap();
     let busy = result("busy", Reason::Busy);
-    assert!(j.record_rejected(&busy, run, "t").unwrap());
+    assert!(j.record_rejected(&busy, run, "t").unwrap().0);
     j.accept("open", run, "t", Net::Deny, None, 0).unwrap();
     assert_eq!(j.prune(now_ms() - 60_000).unwrap(), 0);
     assert!(matches!(j.get("old").unwrap(), Some(Entry::Done(_))));
@@ -393,9 +401,11 @@ fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
     drop(j);
     let j = Journal::open(&path).unwrap();
     assert!(matches!(j.get("old").unwrap(), Some(Entry::Pruned(_))));
-    assert!(!j
-        .record_rejected(&result("old", Reason::Busy), run, "t")
-        .unwrap());
+    assert!(
+        !j.record_rejected(&result("old", Reason::Busy), run, "t")
+            .unwrap()
+            .0
+    );
     assert!(matches!(j.get("old").unwrap(), Some(Entry::Pruned(_))));
 }
 
