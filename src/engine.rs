@@ -383,11 +383,8 @@ impl Engine {
         let shape = Shape::of(&job);
         if self.warmable(shape) {
             if let Some(sandbox) = warm.take(shape) {
-                match self.run_warm(&job, &files, sandbox, cancel).await {
-                    Ok(ran) => {
-                        warm.handed_over();
-                        return ran;
-                    }
+                match self.run_warm(&job, &files, sandbox, cancel, warm).await {
+                    Ok(ran) => return ran,
                     Err(why) => {
                         warm.hand_over_failed();
                         if !warm.cold_after_a_failed_hand_over() {

@@ -132,7 +132,7 @@ pub trait WarmSource: Send + Sync {
         true
     }
 
-    /// The sandbox [`WarmSource::take`] gave took the job's files.
+    /// The sandbox [`WarmSource::take`] gave took the job's files; its tool starts now.
     fn handed_over(&self) {}
 
     /// The sandbox [`WarmSource::take`] gave failed at the hand-over: it served no job.
@@ -341,6 +341,7 @@ impl Engine {
         files: &[(String, Vec<u8>)],
         sandbox: WarmSandbox,
         cancel: &Cancel,
+        source: &dyn WarmSource,
     ) -> Result<(JobResult, Removal), String> {
         // As a cold job does: a cleaner may have removed the jobs folder since the last job
         // (the sandbox's own folder may be gone with it; its root is in its own namespace).
@@ -382,6 +383,8 @@ impl Engine {
             sandbox.discard().await;
             return Ok((cancelled, Removal::none()));
         }
+        // A hit, told now rather than at the job's end: the job runs in it from here.
+        source.handed_over();
         let WarmSandbox {
             started,
             cgroup,
