@@ -673,6 +673,30 @@ async fn info_shows_the_input_bound_the_jobs_are_checked_against_engine_or_not()
     assert_eq!(jobs.bounds().max_input_json_bytes, 1000);
 }
 
+/// A first submission of `id` holding it (still being checked), and a second one of the
+/// same id, submitted and waiting for the first.
+async fn a_second_waits_on_a_first(
+    d: &Daemon,
+    id: &str,
+) -> (Arc<LiveJob>, tokio::task::JoinHandle<Submitted>) {
+    let first = reserve(&d.jobs, id);
+    let second = tokio::spawn({
+        let (jobs, text) = (d.jobs.clone(), body(id));
+        async move { jobs.submit(&text).await }
+    });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!second.is_finished(), "the second waits for the first");
+    (first, second)
+}
+
+/// What a submission task answered, within 5 s.
+async fn answered(submission: tokio::task::JoinHandle<Submitted>) -> Submitted {
+    tokio::time::timeout(Duration::from_secs(5), submission)
+        .await
+        .expect("answered within 5 s")
+        .expect("the submission")
+}
+
 /// A submission that waits on an id held by a first one, which is then dropped unanswered
 /// (its journal write failed), takes the id and goes the whole way itself: with the journal
 /// working again the job is accepted and runs, once.
@@ -680,21 +704,10 @@ async fn info_shows_the_input_bound_the_jobs_are_checked_against_engine_or_not()
 async fn a_second_submission_whose_first_was_dropped_goes_the_whole_way() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
-    let first = reserve(&d.jobs, "twice");
-    let second = tokio::spawn({
-        let jobs = d.jobs.clone();
-        async move { jobs.submit(&body("twice")).await }
-    });
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!second.is_finished(), "the second waits for the first");
+    let (first, second) = a_second_waits_on_a_first(&d, "twice").await;
     d.jobs.forget("twice", &first, JobState::Pending);
     drop(first);
-    let h = handle(
-        tokio::time::timeout(Duration::from_secs(5), second)
-            .await
-            .expect("answered within 5 s")
-            .expect("the submission"),
-    );
+    let h = handle(answered(second).await);
     stand.go.add_permits(1);
     let r = done(&h).await;
     assert_eq!(reason(&r), (Status::Ok, None), "{r:?}");
@@ -709,13 +722,7 @@ async fn a_second_submission_whose_first_was_dropped_goes_the_whole_way() {
 async fn a_waiting_submission_answers_as_a_later_one_when_the_first_was_dropped_journaled() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
-    let first = reserve(&d.jobs, "half");
-    let second = tokio::spawn({
-        let jobs = d.jobs.clone();
-        async move { jobs.submit(&body("half")).await }
-    });
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    assert!(!second.is_finished(), "the second waits for the first");
+    let (first, second) = a_second_waits_on_a_first(&d, "half").await;
     let run_id = d.jobs.run_id;
     d.jobs
         .blocking(move |j| j.accept("half", run_id, "t", crate::job::Net::Deny, None, 0))
@@ -724,12 +731,7 @@ async fn a_waiting_submission_answers_as_a_later_one_when_the_first_was_dropped_
         .expect("accepted");
     d.jobs.forget("half", &first, JobState::Pending);
     drop(first);
-    let waited = ended(
-        tokio::time::timeout(Duration::from_secs(5), second)
-            .await
-            .expect("answered within 5 s")
-            .expect("the submission"),
-    );
+    let waited = ended(answered(second).await);
     let later = ended(d.jobs.submit(&body("half")).await);
     assert_eq!(reason(&waited), (Status::Internal, Some("duplicate")));
     assert_eq!(reason(&later), reason(&waited), "one answer for one id");
