@@ -6,7 +6,8 @@
  * suite compiles it (cc -static -O2) and runs it only through Engine::with_probe_executable,
  * under the very plan Node gets (same init stage, namespaces, uid, landlock, seccomp).
  *
- * Its argv is Node's (from the plan) and is ignored. On stdin come the gate's go byte (a
+ * Its argv is Node's (from the plan) and is ignored. It writes the preload's gate record to
+ * stderr, as Node's preload does at its gate. On stdin come the gate's go byte (a
  * newline, which Node's preload would read) and the job's args.input as JSON: one string,
  * "MODE ARG...":
  *   "main ABSTRACT HOSTPATH HOSTPID SYSVKEY"  every attempt that returns; prints
@@ -1073,6 +1074,11 @@ int main(int argc, char **argv) {
         printf("{\"exec_landed\":\"%.64s\"}", argv[2]);
         return 0;
     }
+    /* At its gate, before it reads, Node's preload says so on stderr (the runner takes the
+     * record off; a warm sandbox is ready only once it has come): the probe does as well. */
+    static const char gate_record[] = "\0openvibe-skill-runner:gate\n";
+    if (write(2, gate_record, sizeof gate_record - 1) < 0)
+        return 70;
     size_t len = 0;
     for (int i = 0; i < 16 && len + 1 < sizeof in; i++) {
         ssize_t n = read(0, in + len, sizeof in - 1 - len);
