@@ -561,11 +561,23 @@ impl<W: Warmer> Pool<W> {
                     self.counters.failed.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "a warm sandbox could not be made; jobs run cold meanwhile");
                     // Not woken by takes: with jobs coming, a failing warm-up would be
-                    // tried again after each one.
-                    tokio::select! {
-                        _ = self.reconfigured.notified() => backoff = BACKOFF_MIN,
-                        _ = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(BACKOFF_MAX),
-                        _ = self.stop.cancelled() => {}
+                    // tried again after each one. New settings end it, not a wake-up a
+                    // change this warm-up already had left stored.
+                    let until = tokio::time::Instant::now() + backoff;
+                    loop {
+                        tokio::select! {
+                            _ = self.reconfigured.notified() => {
+                                if self.state().generation != generation {
+                                    backoff = BACKOFF_MIN;
+                                    break;
+                                }
+                            }
+                            _ = tokio::time::sleep_until(until) => {
+                                backoff = (backoff * 2).min(BACKOFF_MAX);
+                                break;
+                            }
+                            _ = self.stop.cancelled() => break,
+                        }
                     }
                 }
             }

@@ -473,6 +473,36 @@ async fn a_warm_up_that_fails_is_counted_and_tried_again_later() {
     pool.shutdown().await;
 }
 
+/// Only new settings cut a backoff short: a change the pool had taken before its warm-up
+/// failed does not (its wake-up was left stored while the pool was full). Before, the
+/// first failure after any reload was tried again at once.
+#[tokio::test(start_paused = true)]
+async fn a_reload_the_pool_already_had_does_not_cut_a_backoff_short() {
+    let pool = pool_of(FakeWarmer::default(), settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let mut other = settings();
+    other.warm.max_age_ms += 1;
+    pool.configure(other).await;
+    until("two ready again", || {
+        pool.info().ready == 2 && pool.info().discarded == 2
+    })
+    .await;
+    pool.warmer.fail.store(true, Ordering::SeqCst);
+    assert!(pool.take_ready(deny(128 * MIB)).is_some());
+    until("a failure", || pool.info().failed >= 1).await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(pool.info().failed, 1, "the next try waits its backoff");
+    // A change now ends the backoff at once.
+    let mut again = settings();
+    again.warm.max_age_ms += 2;
+    pool.configure(again).await;
+    until("tried again", || pool.info().failed >= 2).await;
+    pool.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_sandbox_that_died_waiting_is_discarded_not_handed_out() {
     let pool = pool_of(FakeWarmer::default(), settings(), 2);
