@@ -541,16 +541,23 @@ impl Journal {
     ) -> Result<Vec<JobResult>, JournalError> {
         let mut conn = self.writable()?;
         let tx = conn.transaction()?;
-        let open: Vec<(String, String, Option<String>)> = {
-            let mut stmt =
-                tx.prepare("SELECT job_id, net, node FROM jobs WHERE state = 'queued' ORDER BY accepted_ms, job_id")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        // `net` and `tool` as text, whatever their type: a row an earlier runner wrote has
+        // `accepted_ms`, `tool` and `net` in each other's columns (its `net` is in `tool`).
+        let open: Vec<(String, String, String, Option<String>)> = {
+            let mut stmt = tx.prepare(
+                "SELECT job_id, CAST(net AS TEXT), CAST(tool AS TEXT), node FROM jobs
+                 WHERE state = 'queued' ORDER BY accepted_ms, job_id",
+            )?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))?;
             rows.collect::<Result<_, _>>()?
         };
         let now = now_ms();
         let mut ended = Vec::with_capacity(open.len());
-        for (id, net, node) in &open {
-            let result = make(id, Net::parse(net).unwrap_or_default(), node.as_deref());
+        for (id, net, tool, node) in &open {
+            let net = Net::parse(net)
+                .or_else(|| Net::parse(tool))
+                .unwrap_or_default();
+            let result = make(id, net, node.as_deref());
             finish_in(&tx, id, &result, now)?;
             ended.push(result);
         }

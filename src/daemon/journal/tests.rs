@@ -95,20 +95,30 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
                  result TEXT,
                  finished_ms INTEGER);
              INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
-                 VALUES ('old', 1, 5, 't', 'public', 'queued');",
+                 VALUES ('old', 1, 5, 't', 'public', 'queued');
+             INSERT INTO jobs(job_id, run_id, accepted_ms, tool, net, state)
+                 VALUES ('swapped', 1, 'fetch', 'openvibe-only', 6, 'queued');",
         )
         .unwrap();
     }
     let j = Journal::open(&path).unwrap();
     let me = std::process::id();
     let (_, earlier) = j.begin_run(me).unwrap();
-    // Its job was accepted before rows named their Node: the result names none.
+    // Its jobs were accepted before rows named their Node: the results name none. The
+    // second row is as the runner wrote them before its columns were put in order (the
+    // job's `net` in `tool`): its `net` is found there.
     let ended = j.recover(restarted).unwrap();
     let seen: Vec<(&str, Net, Option<&str>)> = ended
         .iter()
         .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
         .collect();
-    assert_eq!(seen, vec![("old", Net::Public, None)]);
+    assert_eq!(
+        seen,
+        vec![
+            ("old", Net::Public, None),
+            ("swapped", Net::OpenvibeOnly, None)
+        ]
+    );
     assert_eq!(
         earlier,
         vec![EarlierRun {
