@@ -527,6 +527,27 @@ async fn the_grace_runs_beside_the_pools_drain_not_after_it() {
     );
 }
 
+/// Once `what` (a journal write) waits for the write lock `other` holds: a foreign file
+/// takes the journal's place, then the lock is let go (the write commits to the database
+/// the daemon holds, and finds the file astray after).
+async fn a_foreign_file_replaces_the_journal_during_its_write(
+    d: &Daemon,
+    other: rusqlite::Connection,
+    what: &str,
+) {
+    until(&format!("{what} waits for the lock"), || {
+        d.jobs.journal.busy()
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(d.jobs.journal.busy(), "{what} waits for the lock");
+    let path = d._dir.path().join(journal::FILE_NAME);
+    let foreign = d._dir.path().join("foreign");
+    std::fs::write(&foreign, "not the journal").expect("a foreign file");
+    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
+    other.execute_batch("ROLLBACK").expect("the lock let go");
+}
+
 #[tokio::test]
 async fn a_job_whose_row_is_committed_as_the_journal_file_is_replaced_is_accepted_and_runs() {
     // The row's write waits on another writer's lock; meanwhile a foreign file takes the
@@ -551,16 +572,7 @@ async fn a_job_whose_row_is_committed_as_the_journal_file_is_replaced_is_accepte
     .await;
     // Into the row's write, which waits for the lock (10 s at most): the journal's
     // connection is held, and the file's check before the write takes a stat.
-    until("the row's write waits for the lock", || {
-        d.jobs.journal.busy()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(d.jobs.journal.busy(), "the row's write waits for the lock");
-    let foreign = d._dir.path().join("foreign");
-    std::fs::write(&foreign, "not the journal").expect("a foreign file");
-    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
-    other.execute_batch("ROLLBACK").expect("the lock let go");
+    a_foreign_file_replaces_the_journal_during_its_write(&d, other, "the row's write").await;
     let h = handle(submitting.await.expect("the submission"));
     until("x runs", || stand.runs() == 1).await;
     assert!(
@@ -950,19 +962,7 @@ async fn a_rejection_committed_as_the_journal_file_is_replaced_is_the_answer() {
         tokio::spawn(async move { jobs.submit(&text).await })
     };
     // Into the rejection's write, which waits for the lock, holding the connection.
-    until("the rejection's write waits for the lock", || {
-        d.jobs.journal.busy()
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(
-        d.jobs.journal.busy(),
-        "the rejection's write waits for the lock"
-    );
-    let foreign = d._dir.path().join("foreign");
-    std::fs::write(&foreign, "not the journal").expect("a foreign file");
-    std::fs::rename(&foreign, &path).expect("the foreign file in the journal's place");
-    other.execute_batch("ROLLBACK").expect("the lock let go");
+    a_foreign_file_replaces_the_journal_during_its_write(&d, other, "the rejection's write").await;
     let first = ended(submitting.await.expect("the submission"));
     assert_eq!(reason(&first), (Status::Rejected, Some("limits_above_cap")));
     assert!(

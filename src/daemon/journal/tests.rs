@@ -15,6 +15,14 @@ fn ok(id: &str) -> JobResult {
     r
 }
 
+/// Each result's id, `net` and `node`, in order.
+fn id_net_node(results: &[JobResult]) -> Vec<(&str, Net, Option<&str>)> {
+    results
+        .iter()
+        .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
+        .collect()
+}
+
 #[test]
 fn accepted_jobs_end_once_and_survive_a_reopen() {
     let tmp = tempfile::tempdir().unwrap();
@@ -108,10 +116,7 @@ fn a_run_records_which_process_it_is_and_an_older_journal_gains_the_columns() {
     // second row is as the runner wrote them before its columns were put in order (the
     // job's `net` in `tool`): its `net` is found there.
     let ended = j.recover(restarted).unwrap();
-    let seen: Vec<(&str, Net, Option<&str>)> = ended
-        .iter()
-        .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
-        .collect();
+    let seen = id_net_node(&ended);
     assert_eq!(
         seen,
         vec![
@@ -168,10 +173,7 @@ fn a_restarted_job_keeps_its_net_and_its_node() {
     let j = Journal::open(&path).unwrap();
     j.begin_run(200).unwrap();
     let ended = j.recover(restarted).unwrap();
-    let seen: Vec<(&str, Net, Option<&str>)> = ended
-        .iter()
-        .map(|r| (r.job_id.as_str(), r.net, r.node.as_deref()))
-        .collect();
+    let seen = id_net_node(&ended);
     assert_eq!(
         seen,
         vec![
