@@ -527,6 +527,17 @@ async fn the_grace_runs_beside_the_pools_drain_not_after_it() {
     );
 }
 
+/// A second connection to the daemon's journal, holding its write lock (as another
+/// process would): the daemon's next write waits for it.
+fn the_journals_write_lock(d: &Daemon) -> rusqlite::Connection {
+    let path = d._dir.path().join(journal::FILE_NAME);
+    let other = rusqlite::Connection::open(path).expect("a second connection");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    other
+}
+
 /// Once `what` (a journal write) waits for the write lock `other` holds: a foreign file
 /// takes the journal's place, then the lock is let go (the write commits to the database
 /// the daemon holds, and finds the file astray after).
@@ -558,10 +569,7 @@ async fn a_job_whose_row_is_committed_as_the_journal_file_is_replaced_is_accepte
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
     let path = d._dir.path().join(journal::FILE_NAME);
-    let other = rusqlite::Connection::open(&path).expect("a second connection");
-    other
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("the write lock");
+    let other = the_journals_write_lock(&d);
     let submitting = {
         let jobs = d.jobs.clone();
         tokio::spawn(async move { jobs.submit(&body("x")).await })
@@ -952,10 +960,7 @@ async fn a_rejection_committed_as_the_journal_file_is_replaced_is_the_answer() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
     let path = d._dir.path().join(journal::FILE_NAME);
-    let other = rusqlite::Connection::open(&path).expect("a second connection");
-    other
-        .execute_batch("BEGIN IMMEDIATE")
-        .expect("the write lock");
+    let other = the_journals_write_lock(&d);
     let rejected = body_with("r", json!({ "limits": { "wall_ms": 999_999 } }));
     let submitting = {
         let (jobs, text) = (d.jobs.clone(), rejected.clone());
