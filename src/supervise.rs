@@ -7,6 +7,7 @@ use crate::json_text::{DuplicateKeys, JsonText};
 use crate::sandbox::cgroup::{CgroupStats, JobCgroup};
 use crate::sandbox::exec_gate::{self, GateReport, GATE_FD};
 use crate::sandbox::init::{Report, NETNS_FD, REPORT_FD, WARM_FD};
+use std::borrow::Cow;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::Path;
 use std::process::Stdio;
@@ -139,7 +140,7 @@ async fn read_stderr(
     mut r: impl AsyncRead + Unpin,
     keep: usize,
     end: tokio::sync::oneshot::Sender<u8>,
-    mut gate: Option<tokio::sync::oneshot::Sender<()>>,
+    gate: Option<tokio::sync::oneshot::Sender<()>>,
 ) -> (Vec<u8>, bool) {
     let mut kept = Vec::new();
     let mut total = 0usize;
@@ -150,43 +151,34 @@ async fn read_stderr(
         }
     };
     let mut scan = end::EndScan::default();
-    let mut at_gate = gate.is_some().then(end::GateScan::default);
+    // Until the gate record: its scan, and whom to tell. Dropped untold when it cannot come.
+    let mut before_gate = gate.map(|tell| (end::GateScan::default(), tell));
     let mut buf = vec![0u8; 16 * 1024];
-    loop {
+    let mut open = true;
+    while open {
         let n = match r.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
+            Ok(0) | Err(_) => {
+                open = false;
+                0
+            }
             Ok(n) => n,
         };
-        let past_gate;
-        let chunk = match at_gate.as_mut().map(|g| g.feed(&buf[..n])) {
-            None => &buf[..n],
-            Some(None) => continue,
-            Some(Some(found)) => {
-                at_gate = None;
-                past_gate = match found {
-                    end::Gate::Reached(bytes) => {
-                        if let Some(g) = gate.take() {
-                            let _ = g.send(());
-                        }
-                        bytes
-                    }
-                    end::Gate::Missed(bytes) => {
-                        gate = None;
-                        bytes
-                    }
-                };
-                &past_gate[..]
-            }
+        let chunk = match before_gate.take() {
+            None => Cow::Borrowed(&buf[..n]),
+            Some((held, _untold)) if !open => Cow::Owned(held.finish()),
+            Some((mut held, tell)) => match held.feed(&buf[..n]) {
+                None => {
+                    before_gate = Some((held, tell));
+                    continue;
+                }
+                Some(end::Gate::Reached(bytes)) => {
+                    let _ = tell.send(());
+                    Cow::Owned(bytes)
+                }
+                Some(end::Gate::Missed(bytes)) => Cow::Owned(bytes),
+            },
         };
-        let (bytes, code) = scan.feed(chunk);
-        take(&bytes);
-        if let Some(code) = code {
-            let _ = end.send(code);
-            return (kept, total > keep);
-        }
-    }
-    if let Some(g) = at_gate {
-        let (bytes, code) = scan.feed(&g.finish());
+        let (bytes, code) = scan.feed(&chunk);
         take(&bytes);
         if let Some(code) = code {
             let _ = end.send(code);

@@ -554,10 +554,7 @@ impl Journal {
         let now = now_ms();
         let mut ended = Vec::with_capacity(open.len());
         for (id, net, tool, node) in &open {
-            let net = Net::parse(net)
-                .or_else(|| Net::parse(tool))
-                .unwrap_or_default();
-            let result = make(id, net, node.as_deref());
+            let result = make(id, recorded_net(net, tool), node.as_deref());
             finish_in(&tx, id, &result, now)?;
             ended.push(result);
         }
@@ -736,6 +733,15 @@ fn finish_in(
             text,
             now
         ])?)
+}
+
+/// The `net` a queued row holds, from its `net` and `tool` columns read as text. A row an
+/// earlier runner wrote has its `net` in `tool` (its columns were put in a different
+/// order); a row with neither a `net` there is `deny`, the contract's default.
+fn recorded_net(net: &str, tool: &str) -> Net {
+    Net::parse(net)
+        .or_else(|| Net::parse(tool))
+        .unwrap_or_default()
 }
 
 /// The result of a job the daemon accepted but never ended because it stopped.

@@ -360,4 +360,15 @@ async fn stderr_loses_the_preloads_records_and_tells_the_gate_and_the_end() {
     let (kept, _) = read_stderr(&b"node died"[..], 1024, end_tx, Some(gate_tx)).await;
     assert_eq!(kept, b"node died");
     assert!(gate_rx.await.is_err());
+    // Past the most that may come before the gate, read a chunk at a time, the gate is
+    // untold, and what came is stderr, scanned for the end record as any.
+    let long = vec![b'w'; end::BEFORE_GATE_MAX + 1];
+    let stream = [long.as_slice(), END_RECORD, b"3\n"].concat();
+    let (end_tx, end_rx) = tokio::sync::oneshot::channel();
+    let (gate_tx, gate_rx) = tokio::sync::oneshot::channel();
+    let (kept, truncated) = read_stderr(&stream[..], 1024, end_tx, Some(gate_tx)).await;
+    assert_eq!(kept, &long[..1024]);
+    assert!(truncated);
+    assert_eq!(end_rx.await, Ok(3));
+    assert!(gate_rx.await.is_err());
 }

@@ -436,3 +436,15 @@ fn the_journal_is_readable_by_the_runner_alone() {
         assert_eq!(mode, 0o600, "{name}: results hold what tools wrote");
     }
 }
+
+/// A queued row's `net`: in its own column, or (a row an earlier runner wrote, its columns
+/// in another order, a number where `net` is) in `tool`'s; `deny` when neither holds one.
+#[test]
+fn a_rows_net_is_found_in_its_column_or_an_earlier_runners() {
+    assert_eq!(recorded_net("public", "deny"), Net::Public);
+    assert_eq!(
+        recorded_net("1733550000000", "openvibe-only"),
+        Net::OpenvibeOnly
+    );
+    assert_eq!(recorded_net("1733550000000", "fetch"), Net::Deny);
+}
