@@ -11,6 +11,7 @@
 //!    task then makes the next. A sandbox that died waiting is discarded on the way.
 //! 4. A sandbox older than `max_age_ms`, or of a shape no longer kept, is discarded and
 //!    replaced; on `skills off`, a configuration change and shutdown every one is.
+//! 5. A shape whose warm-up failed waits its own backoff ([`Backoffs`]); the others go on.
 //!
 //! Warm sandboxes are never counted in `max_jobs` or the queue: they hold no job. The
 //! decisions (what is missing, what is stale) are pure functions of the pool's state,
@@ -37,7 +38,7 @@ const LEARN_AT: usize = 2;
 const IDLE_CHECK: Duration = Duration::from_secs(1);
 /// How long it waits while every job slot is taken.
 const BUSY_CHECK: Duration = Duration::from_millis(25);
-/// After a warm-up fails, the next waits this long, doubling up to [`BACKOFF_MAX`].
+/// After a warm-up of a shape fails, its next waits this long, doubling up to [`BACKOFF_MAX`].
 const BACKOFF_MIN: Duration = Duration::from_millis(500);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 
@@ -180,12 +181,59 @@ impl Targets {
             .map_or(0, |t| t.1)
     }
 
-    /// The first shape with fewer sandboxes than it should have (`have` counts them).
-    pub fn missing(&self, have: &dyn Fn(Shape) -> usize) -> Option<Shape> {
+    /// The first shape with fewer sandboxes than it should have (`have` counts them) that
+    /// may be tried now (`may_try`).
+    pub fn missing(
+        &self,
+        have: &dyn Fn(Shape) -> usize,
+        may_try: &dyn Fn(Shape) -> bool,
+    ) -> Option<Shape> {
         self.0
             .iter()
-            .find(|(s, n, _)| have(*s) < *n)
+            .find(|(s, n, _)| have(*s) < *n && may_try(*s))
             .map(|(s, _, _)| *s)
+    }
+}
+
+/// The shapes whose last warm-up failed: when each may be tried again, and how long its
+/// next failure waits. Each shape waits its own, so a shape that cannot be made (a learned
+/// `mem_bytes` Node cannot start in) keeps none of the others from being refilled. A
+/// shape's warm-up that succeeds, or new settings, end its wait.
+#[derive(Debug, Default)]
+pub struct Backoffs(Vec<(Shape, tokio::time::Instant, Duration)>);
+
+impl Backoffs {
+    /// Whether a warm-up of `shape` may start at `now`.
+    pub fn may_try(&self, shape: Shape, now: tokio::time::Instant) -> bool {
+        self.0
+            .iter()
+            .all(|(s, until, _)| *s != shape || *until <= now)
+    }
+
+    /// The earliest moment after `now` at which a shape waiting may be tried.
+    pub fn next_try(&self, now: tokio::time::Instant) -> Option<tokio::time::Instant> {
+        self.0.iter().map(|t| t.1).filter(|u| *u > now).min()
+    }
+
+    /// A warm-up of `shape` failed at `now`: how long it waits.
+    pub fn failed(&mut self, shape: Shape, now: tokio::time::Instant) -> Duration {
+        match self.0.iter_mut().find(|t| t.0 == shape) {
+            Some(t) => {
+                let wait = t.2;
+                t.1 = now + wait;
+                t.2 = (wait * 2).min(BACKOFF_MAX);
+                wait
+            }
+            None => {
+                self.0.push((shape, now + BACKOFF_MIN, BACKOFF_MIN * 2));
+                BACKOFF_MIN
+            }
+        }
+    }
+
+    /// A warm-up of `shape` succeeded.
+    pub fn succeeded(&mut self, shape: Shape) {
+        self.0.retain(|t| t.0 != shape);
     }
 }
 
@@ -244,8 +292,6 @@ pub struct Pool<W: Warmer> {
     slots: Arc<Semaphore>,
     /// Something changed the pool should act on: a take, new settings.
     wake: Notify,
-    /// New settings: the only thing that ends a backoff early.
-    reconfigured: Notify,
     stop: CancellationToken,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Teardowns of dead sandboxes a job found, done beside the job; shutdown waits for them.
@@ -296,7 +342,6 @@ impl<W: Warmer> Pool<W> {
             }),
             slots,
             wake: Notify::new(),
-            reconfigured: Notify::new(),
             stop: CancellationToken::new(),
             task: Mutex::new(None),
             teardowns: tokio_util::task::TaskTracker::new(),
@@ -341,7 +386,6 @@ impl<W: Warmer> Pool<W> {
         };
         self.discard_all_now(drained).await;
         self.wake.notify_one();
-        self.reconfigured.notify_one();
     }
 
     /// Shutdown: the refill task ends (a warm-up under way is finished, then discarded)
@@ -471,7 +515,8 @@ impl<W: Warmer> Pool<W> {
 
     /// The refill task: makes what is missing, discards what is stale, until shutdown.
     async fn refill(self: Arc<Self>) {
-        let mut backoff = BACKOFF_MIN;
+        let mut backoffs = Backoffs::default();
+        let mut backoffs_of = None;
         loop {
             if self.stop.is_cancelled() {
                 return;
@@ -504,17 +549,22 @@ impl<W: Warmer> Pool<W> {
                 for i in stale(&ages, &targets, max_age).into_iter().rev() {
                     out.push(st.ready.swap_remove(i));
                 }
+                // New settings end every wait.
+                if backoffs_of != Some(st.generation) {
+                    backoffs = Backoffs::default();
+                    backoffs_of = Some(st.generation);
+                }
                 // Nothing is starting here: only this task makes sandboxes.
                 let have = |shape: Shape| st.ready.iter().filter(|s| s.shape() == shape).count();
-                let next = targets.missing(&have);
-                // When the oldest left comes of age.
+                let now = tokio::time::Instant::now();
+                let next = targets.missing(&have, &|shape| backoffs.may_try(shape, now));
+                // When the oldest left comes of age, or a shape's wait ends.
                 let oldest = st.ready.iter().map(Held::age).max().unwrap_or_default();
-                (
-                    self.leaving(out),
-                    next,
-                    st.generation,
-                    max_age.saturating_sub(oldest),
-                )
+                let expiry = max_age.saturating_sub(oldest);
+                let expiry = backoffs
+                    .next_try(now)
+                    .map_or(expiry, |t| expiry.min(t - now));
+                (self.leaving(out), next, st.generation, expiry)
             };
             self.discard_all_now(stale_ones).await;
             let Some(shape) = next else {
@@ -550,7 +600,7 @@ impl<W: Warmer> Pool<W> {
             match keep {
                 None => {
                     self.counters.made.fetch_add(1, Ordering::Relaxed);
-                    backoff = BACKOFF_MIN;
+                    backoffs.succeeded(shape);
                 }
                 Some(Ok(late)) => {
                     // Made under settings that changed meanwhile.
@@ -559,26 +609,10 @@ impl<W: Warmer> Pool<W> {
                 }
                 Some(Err(e)) => {
                     self.counters.failed.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(error = %e, backoff_ms = backoff.as_millis() as u64, "a warm sandbox could not be made; jobs run cold meanwhile");
-                    // Not woken by takes: with jobs coming, a failing warm-up would be
-                    // tried again after each one. New settings end it, not a wake-up a
-                    // change this warm-up already had left stored.
-                    let until = tokio::time::Instant::now() + backoff;
-                    loop {
-                        tokio::select! {
-                            _ = self.reconfigured.notified() => {
-                                if self.state().generation != generation {
-                                    backoff = BACKOFF_MIN;
-                                    break;
-                                }
-                            }
-                            _ = tokio::time::sleep_until(until) => {
-                                backoff = (backoff * 2).min(BACKOFF_MAX);
-                                break;
-                            }
-                            _ = self.stop.cancelled() => break,
-                        }
-                    }
+                    // Jobs coming meanwhile wake this task, but the shape is not tried again
+                    // before its wait ends; the other shapes are refilled as before.
+                    let wait = backoffs.failed(shape, tokio::time::Instant::now());
+                    tracing::warn!(error = %e, mem_bytes = shape.mem_bytes, backoff_ms = wait.as_millis() as u64, "a warm sandbox could not be made; jobs of its shape run cold meanwhile");
                 }
             }
         }

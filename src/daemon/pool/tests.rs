@@ -73,6 +73,8 @@ struct FakeWarmer {
     teardowns: Arc<Semaphore>,
     made: AtomicUsize,
     fail: AtomicBool,
+    /// Warm-ups of this `mem_bytes` fail (0: none).
+    fail_mem: AtomicU64,
     delay_ms: AtomicU64,
     /// The `alive` flag of every sandbox made, in order.
     flags: Mutex<Vec<Arc<AtomicBool>>>,
@@ -87,6 +89,7 @@ impl Default for FakeWarmer {
             teardowns: Arc::new(Semaphore::new(Semaphore::MAX_PERMITS)),
             made: AtomicUsize::default(),
             fail: AtomicBool::default(),
+            fail_mem: AtomicU64::default(),
             delay_ms: AtomicU64::default(),
             flags: Mutex::default(),
             uids: 0,
@@ -111,7 +114,8 @@ impl Warmer for FakeWarmer {
 
     fn warm_up(&self, shape: Shape) -> impl Future<Output = Result<Fake, String>> + Send {
         let delay = Duration::from_millis(self.delay_ms.load(Ordering::SeqCst));
-        let fail = self.fail.load(Ordering::SeqCst);
+        let fail = self.fail.load(Ordering::SeqCst)
+            || self.fail_mem.load(Ordering::SeqCst) == shape.mem_bytes;
         let live = self.live.clone();
         let teardowns = self.teardowns.clone();
         let slot_taker = self.slot_taker.clone();
@@ -720,4 +724,63 @@ async fn a_learned_shape_is_warmed_after_two_misses() {
     let learned = pool.info().shapes.into_iter().find(|s| s.learned);
     assert_eq!(learned.map(|s| s.mem_bytes), Some(96 * MIB));
     pool.shutdown().await;
+}
+
+/// A shape that cannot be made (here a learned one) waits its own backoff: the configured
+/// shape is refilled at once meanwhile. Before, one backoff held every shape, so after two
+/// takes each job of the default shape ran cold for up to 30 s.
+#[tokio::test(start_paused = true)]
+async fn a_shape_that_cannot_be_made_keeps_no_other_from_refilling() {
+    let warmer = FakeWarmer::default();
+    warmer.fail_mem.store(16 * MIB, Ordering::SeqCst);
+    let pool = pool_of(warmer, settings(), 2);
+    pool.start();
+    until("two ready", || pool.info().ready == 2).await;
+    let small = deny(16 * MIB);
+    assert!(pool.take_ready(small).is_none());
+    assert!(pool.take_ready(small).is_none());
+    // Its waits grow: 0.5 s, 1 s, 2 s, then 4 s.
+    until("the learned shape failed thrice", || {
+        pool.info().failed >= 3
+    })
+    .await;
+    for _ in 0..2 {
+        assert!(pool.take_ready(deny(128 * MIB)).is_some());
+        let mut ready = false;
+        for _ in 0..20 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            ready = pool.info().ready == 2;
+            if ready {
+                break;
+            }
+        }
+        assert!(
+            ready,
+            "the default shape refilled within 200 ms, in the learned one's wait"
+        );
+    }
+    // The failing shape is still tried, after its wait.
+    let failed = pool.info().failed;
+    until("tried again", || pool.info().failed > failed).await;
+    pool.shutdown().await;
+}
+
+#[test]
+fn each_shape_waits_its_own_backoff_doubling_to_the_most() {
+    let now = tokio::time::Instant::now();
+    let (a, b) = (deny(16 * MIB), deny(128 * MIB));
+    let mut w = Backoffs::default();
+    assert!(w.may_try(a, now) && w.next_try(now).is_none());
+    assert_eq!(w.failed(a, now), BACKOFF_MIN);
+    assert!(!w.may_try(a, now) && w.may_try(b, now));
+    assert_eq!(w.next_try(now), Some(now + BACKOFF_MIN));
+    assert!(w.may_try(a, now + BACKOFF_MIN));
+    assert_eq!(w.failed(a, now), BACKOFF_MIN * 2);
+    for _ in 0..10 {
+        w.failed(a, now);
+    }
+    assert_eq!(w.failed(a, now), BACKOFF_MAX);
+    w.succeeded(a);
+    assert!(w.may_try(a, now));
+    assert_eq!(w.failed(a, now), BACKOFF_MIN, "a success starts it over");
 }
