@@ -684,15 +684,9 @@ fn a_job_of_another_shape_runs_cold() {
     setup.assert_clean(&["warm-shape"]);
 }
 
-/// A warm sandbox whose processes died while it waited is discarded at the hand-over and
-/// the job runs cold, nothing of it lost.
-#[test]
-fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
-    let setup = Setup::new();
-    let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
-    let mut dead = setup.warm(Shape::default_job());
-    until_ready(&mut dead);
-    // Only processes this test started: those in the warm sandbox's own cgroup.
+/// Kills every process of a warm sandbox while it waits, and waits until it shows dead.
+/// Only processes this test started: those in the warm sandbox's own cgroup.
+fn kill_while_waiting(dead: &mut WarmSandbox) {
     let procs: Vec<i32> = dead
         .cgroup_paths()
         .iter()
@@ -716,6 +710,17 @@ fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+}
+
+/// A warm sandbox whose processes died while it waited is discarded at the hand-over and
+/// the job runs cold, nothing of it lost.
+#[test]
+fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
+    let setup = Setup::new();
+    let tool = "let d='';process.stdin.on('data',c=>d+=c);process.stdin.on('end',()=>process.stdout.write(d));";
+    let mut dead = setup.warm(Shape::default_job());
+    until_ready(&mut dead);
+    kill_while_waiting(&mut dead);
     let source = Given::of(vec![dead]);
     let result = setup.run_with(code_job("warm-dead", tool, json!({"dead": true})), &source);
     assert_eq!(source.left(), 0);
@@ -735,6 +740,10 @@ impl WarmSource for CancelsAtTake {
         self.1
             .cancel(openvibe_skill_runner::cancel::Cause::Requested);
         taken
+    }
+
+    fn hand_over_failed(&self) {
+        self.0.hand_over_failed();
     }
 }
 
@@ -784,6 +793,22 @@ fn a_job_cancelled_before_its_warm_tool_starts_never_starts_it() {
         assert_eq!(source.0.left(), 0, "the job took the warm sandbox");
         never_ran(&r, "cancelled after the take");
     }
+    // Cancelled once it holds one that then fails at the hand-over (it died waiting): no
+    // cold sandbox is made for it either. Before, the job went on to a cold run whose
+    // tool the withheld go never started, and the result said it had started.
+    let mut dead = setup.warm(Shape::default_job());
+    until_ready(&mut dead);
+    kill_while_waiting(&mut dead);
+    let cancel = Cancel::new();
+    let source = CancelsAtTake(Given::of(vec![dead]), cancel.clone());
+    let r = setup.run_cancellable(
+        code_job("warm-cancel-dead", tool, json!({})),
+        &source,
+        &cancel,
+    );
+    assert_eq!(source.0.left(), 0, "the job took the dead sandbox");
+    never_ran(&r, "cancelled, the hand-over failed");
+    assert_eq!(r["wall_ms"], 0, "no cold sandbox ran: {r}");
     setup.assert_clean(&["warm-cancel"]);
 }
 

@@ -387,6 +387,10 @@ impl Engine {
                     Ok(ran) => return ran,
                     Err(why) => {
                         warm.hand_over_failed();
+                        // Cancelled meanwhile: no cold sandbox for it either.
+                        if let Some(cancelled) = self.cancelled_before_start(&job, cancel) {
+                            return (cancelled, Removal::none());
+                        }
                         if !warm.cold_after_a_failed_hand_over() {
                             let message = format!("the warm sandbox failed at the hand-over (runner.warm_every_job runs no job cold): {why}");
                             return (self.internal(&job, message), Removal::none());

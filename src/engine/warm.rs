@@ -374,7 +374,13 @@ impl Engine {
         };
         let mut sandbox = sandbox;
         let began = Instant::now();
-        if let Err(e) = sandbox.started.hand_over(message).await {
+        // A cancel ends the wait at once (the tool waits at its gate whatever pid 1 did).
+        let handed = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Ok(()),
+            handed = sandbox.started.hand_over(message) => handed,
+        };
+        if let Err(e) = handed {
             sandbox.discard().await;
             return Err(e);
         }
