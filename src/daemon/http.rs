@@ -473,7 +473,9 @@ async fn get_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
         Ok(Some(e)) => json(StatusCode::OK, &e),
         Ok(None) => error(StatusCode::NOT_FOUND, "not_found", "no such job"),
         Err(LookupError::Pruned(m)) => error(StatusCode::GONE, "result_pruned", &m),
-        Err(LookupError::Journal(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e),
+        Err(LookupError::Journal(e)) => journal_unavailable(&format!(
+            "cannot read the journal: {e}; the job's answer is kept: ask again later"
+        )),
     }
 }
 

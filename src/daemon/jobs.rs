@@ -353,7 +353,7 @@ impl Jobs {
             }
             Err(e) => {
                 self.forget(&id, &reservation, JobState::Pending);
-                return Submitted::Internal(e);
+                return Submitted::JournalUnavailable(format!("cannot read the journal: {e}"));
             }
         }
         // A new job: it needs the journal, now and when it ends.

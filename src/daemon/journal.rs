@@ -114,6 +114,9 @@ pub enum Trouble {
     Detached,
     /// A row is not in the state the call needs (a job ended twice, …): a bug, not the disk.
     Conflict,
+    /// The file was removed while an earlier daemon ran, and that daemon ended before it
+    /// could write it back: the answers it held are gone. Its ids would run again.
+    Lost,
     /// Anything else the disk or SQLite reported.
     Io,
 }
@@ -145,6 +148,16 @@ impl JournalError {
                  mv {p}-wal {p}-wal.damaged; mv {p}-shm {p}-shm.damaged) and start again with \
                  an empty journal (the ids it held are then unknown to the runner)",
                 self.message
+            ),
+            Trouble::Lost => format!(
+                "the journal {p} was removed while the last daemon ran, and it stopped before \
+                 it could write the journal back ({}). The answers it held are lost, and the \
+                 runner does not start without them: a job it answered, sent again, would \
+                 run again. Put back a copy of {p} from a backup and start again; or, to \
+                 start with an empty journal (the ids it held are then unknown to the \
+                 runner), remove {}",
+                self.message,
+                removed_marker(path).display()
             ),
             Trouble::Full => format!(
                 "cannot write the journal {p} ({}): the file system of the state directory \
@@ -271,6 +284,15 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 }
 
 /// Where a journal being written back is copied first, beside it.
+/// The mark left beside the path while the journal is removed and not written back: the
+/// database is then only in the daemon's memory (and, from its copy on, in that copy).
+/// A start that finds it and no journal knows the answers were lost (see [`Trouble::Lost`]).
+fn removed_marker(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_os_string();
+    name.push(".removed");
+    PathBuf::from(name)
+}
+
 fn write_back_copy(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".write-back");
@@ -309,6 +331,17 @@ impl Journal {
                 }),
             };
             j.put_copy_in_place(&copy)?;
+        }
+        let marker = removed_marker(path);
+        if marker.exists() {
+            if !path.exists() {
+                return Err(JournalError::new(
+                    Trouble::Lost,
+                    format!("{} is there, the journal is not", marker.display()),
+                ));
+            }
+            // Written back after all (the daemon ended before it took its mark away).
+            std::fs::remove_file(&marker).map_err(|e| io_error("cannot remove the mark", e))?;
         }
         let conn = connect(path)?;
         let file = file_id(path).map_err(|e| {
@@ -402,15 +435,33 @@ impl Journal {
                         "the journal file was removed while the daemon ran; writing it back from the database the daemon holds open"
                     );
                 }
-                self.write_back(open).map_err(|e| {
-                    JournalError::new(
+                let marker = removed_marker(&self.path);
+                if let Err(e) = self.write_back(open) {
+                    // Should the daemon end before the write-back succeeds, the next start
+                    // knows the journal was lost rather than begin an empty one. An empty
+                    // file: it needs no free block.
+                    if let Err(m) =
+                        std::fs::File::create(&marker).and_then(|_| sync_dir(self.dir()))
+                    {
+                        tracing::error!(journal = %p, error = %m, "cannot leave the mark that the journal is removed; should the daemon stop before it is written back, the next start would begin an empty journal");
+                    }
+                    return Err(JournalError::new(
                         e.kind,
                         format!(
                             "{p} was removed while the daemon ran and cannot be written back yet: {}",
                             e.message
                         ),
-                    )
-                })?;
+                    ));
+                }
+                match std::fs::remove_file(&marker) {
+                    Ok(()) => {
+                        let _ = sync_dir(self.dir());
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot remove the mark that the journal was removed")
+                    }
+                }
                 tracing::warn!(journal = %p, "the journal is back in place, with every job it held");
                 Ok(())
             }
@@ -472,8 +523,18 @@ impl Journal {
         }
         std::fs::rename(copy, &self.path)
             .map_err(|e| io_error("cannot rename the copy into place", e))?;
-        let dir = self.path.parent().unwrap_or(Path::new("."));
-        sync_dir(dir).map_err(|e| io_error("cannot sync the state directory", e))
+        sync_dir(self.dir()).map_err(|e| io_error("cannot sync the state directory", e))
+    }
+
+    /// Whether the journal is removed and not written back (the mark is there): what it
+    /// holds is then lost should the daemon end now.
+    pub fn removed_unwritten(&self) -> bool {
+        removed_marker(&self.path).exists()
+    }
+
+    /// The state directory the journal is in.
+    fn dir(&self) -> &Path {
+        self.path.parent().unwrap_or(Path::new("."))
     }
 
     /// Records this run; returns its id and the earlier runs (their job cgroups and
@@ -563,38 +624,44 @@ impl Journal {
         Ok(ended)
     }
 
-    /// What the journal holds for a job id.
+    /// What the journal holds for a job id. After a write-back that made its copy and could
+    /// not put it in place (the daemon then holds no database open), the write-back is
+    /// tried again; while it still fails, the id is read from the whole database on disk
+    /// (the copy, or the file it became), opened read-only.
     pub fn get(&self, job_id: &str) -> Result<Option<Entry>, JournalError> {
-        type Row = (
-            String,
-            Option<String>,
-            Option<String>,
-            Option<String>,
-            Option<i64>,
-        );
-        let conn = self.conn();
-        let row: Option<Row> = conn
-            .prepare_cached(
-                "SELECT state, result, status, reason, finished_ms FROM jobs WHERE job_id = ?1",
-            )?
-            .query_row(params![job_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-            })
-            .optional()?;
-        match row {
-            None => Ok(None),
-            Some((state, Some(result), ..)) if state == "done" => {
-                Ok(Some(Entry::Done(Box::new(serde_json::from_str(&result)?))))
+        let mut open = self.conn();
+        if open.file.is_none() {
+            if let Err(trouble) = self.ensure_in_place(&mut open) {
+                let on_disk = self.on_disk_read_only().map_err(|_| trouble)?;
+                return get_in(&on_disk, job_id);
             }
-            Some((state, None, Some(status), reason, Some(finished_ms))) if state == "done" => {
-                Ok(Some(Entry::Pruned(Pruned {
-                    status,
-                    reason,
-                    finished_ms,
-                })))
-            }
-            Some(_) => Ok(Some(Entry::Accepted)),
         }
+        get_in(&open, job_id)
+    }
+
+    /// The whole database a write-back left on disk, opened read-only and immutable (no
+    /// side file made, nothing written): the copy beside the path, else the file at it.
+    fn on_disk_read_only(&self) -> Result<Connection, JournalError> {
+        let copy = write_back_copy(&self.path);
+        let file = if copy.is_file() {
+            copy
+        } else {
+            self.path.clone()
+        };
+        // A URI's path: `?`, `#` and `%` would end or change it.
+        const IN_URI: &percent_encoding::AsciiSet =
+            &percent_encoding::CONTROLS.add(b'?').add(b'#').add(b'%');
+        let path = file.to_str().ok_or_else(|| {
+            JournalError::new(Trouble::Io, "the state directory's path is not UTF-8")
+        })?;
+        let uri = format!(
+            "file:{}?immutable=1",
+            percent_encoding::utf8_percent_encode(path, IN_URI)
+        );
+        Ok(Connection::open_with_flags(
+            uri,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+        )?)
     }
 
     /// Records an accepted job. An id with a row already, whatever it holds (a rejection
@@ -711,6 +778,39 @@ impl Journal {
         )?;
         let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+/// What `conn`'s journal holds for a job id.
+fn get_in(conn: &Connection, job_id: &str) -> Result<Option<Entry>, JournalError> {
+    type Row = (
+        String,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+        Option<i64>,
+    );
+    let row: Option<Row> = conn
+        .prepare_cached(
+            "SELECT state, result, status, reason, finished_ms FROM jobs WHERE job_id = ?1",
+        )?
+        .query_row(params![job_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
+        .optional()?;
+    match row {
+        None => Ok(None),
+        Some((state, Some(result), ..)) if state == "done" => {
+            Ok(Some(Entry::Done(Box::new(serde_json::from_str(&result)?))))
+        }
+        Some((state, None, Some(status), reason, Some(finished_ms))) if state == "done" => {
+            Ok(Some(Entry::Pruned(Pruned {
+                status,
+                reason,
+                finished_ms,
+            })))
+        }
+        Some(_) => Ok(Some(Entry::Accepted)),
     }
 }
 

@@ -329,7 +329,11 @@ async fn serve(
         tracing::warn!("connections still open at exit are closed");
     }
     if let Err(e) = journal.end_run(run_id) {
-        tracing::warn!(error = %e, "cannot record the end of this run");
+        if journal.removed_unwritten() {
+            tracing::error!(error = %e, journal = %journal.path().display(), "the journal was removed while the daemon ran and could not be written back before this stop: the answers it held are lost, and the next start refuses to begin an empty journal until it is told to (its message says how)");
+        } else {
+            tracing::warn!(error = %e, "cannot record the end of this run");
+        }
     }
     tracing::info!("stopped");
     Ok(())

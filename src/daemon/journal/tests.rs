@@ -448,3 +448,113 @@ fn a_rows_net_is_found_in_its_column_or_an_earlier_runners() {
     );
     assert_eq!(recorded_net("1733550000000", "fetch"), Net::Deny);
 }
+
+/// A write-back that made its copy and cannot put it in place (here a folder where the
+/// old `-wal` file was, which it cannot remove) leaves the daemon no database open:
+/// every id it holds is still answered, from the copy on disk, and once the obstacle
+/// goes the next read puts the journal back in place. Before, a read then asked an
+/// empty placeholder ("no such table"), and the daemon answered 500.
+#[test]
+fn ids_are_answered_while_a_write_back_cannot_finish() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    j.finish(&ok("a")).unwrap();
+    j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&wal).unwrap();
+    std::fs::create_dir(&wal).unwrap();
+    assert!(j.check_file().is_err(), "the write-back cannot finish");
+    assert!(write_back_copy(&path).is_file(), "its copy is whole");
+    for _ in 0..2 {
+        assert_eq!(done(&j, "a"), Some(Status::Ok));
+        assert_eq!(j.get("b").unwrap(), Some(Entry::Accepted));
+        assert_eq!(j.get("never").unwrap(), None);
+    }
+    assert!(j.accept("c", run, "t", Net::Deny, None, now_ms()).is_err());
+    // Read, not written: the copy is as the write-back made it, and nothing beside it.
+    assert!(write_back_copy(&path).is_file() && !path.exists());
+    std::fs::remove_dir(&wal).unwrap();
+    assert_eq!(done(&j, "a"), Some(Status::Ok));
+    assert!(
+        path.is_file() && !write_back_copy(&path).exists(),
+        "back in place"
+    );
+    j.accept("c", run, "t", Net::Deny, None, now_ms()).unwrap();
+    assert_eq!(
+        Journal::open(&path).unwrap().get("b").unwrap(),
+        Some(Entry::Accepted)
+    );
+}
+
+/// A journal removed while the daemon ran, whose write-back cannot even make its copy
+/// (here a folder in the copy's place): the daemon leaves a mark while it holds the
+/// journal only in memory. Written back in time, the mark goes. Stopped before that, the
+/// next start refuses, saying what was lost and what to do, rather than begin an empty
+/// journal that would run the ids it answered again; removing the mark is the operator's
+/// choice of an empty one.
+#[test]
+fn a_journal_lost_with_its_daemon_is_not_replaced_by_an_empty_one() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let copy = write_back_copy(&path);
+    let marker = removed_marker(&path);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    j.finish(&ok("a")).unwrap();
+    // Written back in time: no mark left.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&copy).unwrap();
+    assert!(j.check_file().is_err());
+    assert!(
+        marker.exists(),
+        "marked while the journal is in memory only"
+    );
+    assert_eq!(
+        done(&j, "a"),
+        Some(Status::Ok),
+        "still answered, from memory"
+    );
+    std::fs::remove_dir(&copy).unwrap();
+    j.check_file().unwrap();
+    assert!(path.is_file() && !marker.exists() && !j.removed_unwritten());
+    // Stopped before it could write it back.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&copy).unwrap();
+    assert!(j.check_file().is_err());
+    assert!(j.removed_unwritten(), "what the stop logs");
+    drop(j);
+    std::fs::remove_dir(&copy).unwrap();
+    let Err(e) = Journal::open(&path) else {
+        panic!("no empty journal in its place");
+    };
+    assert_eq!(e.kind, Trouble::Lost, "{e}");
+    let told = e.at_start(&path);
+    assert!(
+        told.contains("remove") && told.contains(&*marker.to_string_lossy()),
+        "{told}"
+    );
+    assert!(!path.exists(), "nothing made at the path");
+    std::fs::remove_file(&marker).unwrap();
+    assert_eq!(Journal::open(&path).unwrap().get("a").unwrap(), None);
+}
+
+/// A mark whose journal is there (the daemon wrote it back and ended before it took the
+/// mark away) is removed at the start, the journal used.
+#[test]
+fn a_mark_beside_a_journal_written_back_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    drop(j);
+    std::fs::File::create(removed_marker(&path)).unwrap();
+    let j = Journal::open(&path).unwrap();
+    assert_eq!(j.get("a").unwrap(), Some(Entry::Accepted));
+    assert!(!removed_marker(&path).exists());
+}
