@@ -1030,6 +1030,22 @@ fn garbage_gets_a_4xx_and_the_daemon_keeps_answering() {
     assert_error(code, &v, 400, "bad_json");
     let (code, v) = d.call("POST", "/v1/jobs?wait=maybe", Some(b"{}"));
     assert_error(code, &v, 400, "bad_request");
+    // Refused for its query, a submission still has its body read and dropped: the answer
+    // reaches the caller, and the connection serves the next request.
+    let body = vec![b' '; 2 * 1024 * 1024];
+    let mut req = format!(
+        "POST /v1/jobs?wait=maybe HTTP/1.1\r\nhost: x\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(&body);
+    req.extend_from_slice(b"GET /v1/info HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    let out = raw(&sock, &req, Duration::from_secs(5));
+    assert!(out.starts_with("HTTP/1.1 400"), "{out}");
+    assert!(
+        out.contains("bad_request") && out.contains("HTTP/1.1 200"),
+        "{out}"
+    );
     // Only a submission takes a query: a status asked to wait is not answered at once as
     // if it had waited.
     for (method, path) in [

@@ -393,7 +393,17 @@ async fn answer(jobs: &Arc<Jobs>, endpoint: Endpoint) -> Response<Body> {
 async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
     let wait = match wants_wait(req.uri().query()) {
         Ok(w) => w,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e),
+        Err(e) => {
+            // The body is read and dropped first, as for any request refused before its
+            // body: the answer must reach the caller.
+            let whole = discard_body(req.into_body(), jobs.body_timeout).await;
+            let mut r = error(StatusCode::BAD_REQUEST, "bad_request", &e);
+            if !whole {
+                r.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            return r;
+        }
     };
     let body = match read_body(req, jobs.body_timeout, &jobs.body_budget).await {
         Ok(b) => b,
@@ -409,6 +419,11 @@ async fn submit(jobs: &Arc<Jobs>, req: Request<Incoming>) -> Response<Body> {
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the runner is stopping and takes no new job",
+        ),
+        Submitted::Busy(m) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "busy",
+            &format!("{m}; the job was not accepted: send it again shortly"),
         ),
         Submitted::JournalUnavailable(m) => journal_unavailable(&format!(
             "{m}; the job was not accepted: send it again later"

@@ -45,6 +45,10 @@ pub(super) struct LiveJob {
     cancel: Cancel,
 }
 
+/// How many submissions may be checked at once (their ids reserved, the journal asked):
+/// past it a submission is turned away, `503` `busy`.
+pub const CHECKING_MAX: usize = 256;
+
 /// How long a result that could not be journaled waits before the next try, at most.
 const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -331,6 +335,16 @@ impl Jobs {
             return Submitted::BadRequest("bad_job_id", admit::bad_job_id(job::job_id_text(body)));
         }
 
+        // A caller that hangs up leaves its submission running (`submit_whole`): without a
+        // bound, one that sends and hangs up in a loop would pile submissions up behind the
+        // journal's writes, each holding its task and its body.
+        let checking = self.live().checking;
+        if checking >= CHECKING_MAX {
+            return Submitted::Busy(format!(
+                "the runner is checking {checking} submissions already, {CHECKING_MAX} at \
+                 most at once"
+            ));
+        }
         // Reserve the id, or find the job that holds it. A submission that held it and was
         // dropped unanswered (its journal failed) leaves the id to this one, which goes the
         // whole way itself: the answer it gets is the one any later submission would.

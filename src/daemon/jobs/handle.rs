@@ -89,6 +89,8 @@ pub enum Submitted {
     BadRequest(&'static str, String),
     /// The daemon is stopping: a 503.
     Stopping,
+    /// Too many submissions are being checked at once: a 503 `busy`, with why.
+    Busy(String),
     /// The journal cannot be written: the job was not accepted (503).
     JournalUnavailable(String),
     /// The daemon's own failure: the job was not accepted (500).

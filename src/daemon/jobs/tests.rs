@@ -986,3 +986,55 @@ async fn a_rejection_committed_as_the_journal_file_is_replaced_is_the_answer() {
     }
     assert_eq!(stand.runs(), 0);
 }
+
+/// Submissions whose callers hung up run on, each waiting its turn at the journal: past
+/// [`CHECKING_MAX`] of them at once, the next is turned away at once (`busy`) rather than
+/// pile up. Here the journal's write lock is held elsewhere, so every rejection's write
+/// waits; once it is let go, each submission taken gets its one answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn submissions_checked_at_once_are_bounded() {
+    let d = daemon(None, "");
+    // Skills off: every job is rejected, and each rejection is a journal write.
+    d.jobs
+        .settings
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .skills_on = false;
+    let other = the_journals_write_lock(&d);
+    let waiting: Vec<_> = (0..CHECKING_MAX)
+        .map(|i| {
+            let jobs = d.jobs.clone();
+            tokio::spawn(async move { jobs.submit(&body(&format!("held-{i}"))).await })
+        })
+        .collect();
+    until("every submission is checked", || {
+        d.jobs.live().checking == CHECKING_MAX
+    })
+    .await;
+    for i in 0..20 {
+        let over = body(&format!("over-{i}"));
+        let over = d.jobs.submit(&over);
+        match tokio::time::timeout(Duration::from_secs(2), over)
+            .await
+            .expect("answered at once")
+        {
+            Submitted::Busy(m) => assert!(m.contains("256 at most"), "{m}"),
+            _ => panic!("past the bound a submission is busy"),
+        }
+    }
+    assert_eq!(
+        d.jobs.live().checking,
+        CHECKING_MAX,
+        "none of them was kept"
+    );
+    other.execute_batch("ROLLBACK").expect("the lock let go");
+    for w in waiting {
+        let r = ended(w.await.expect("the submission"));
+        assert_eq!(r.status, Status::Rejected, "{r:?}");
+    }
+    assert_eq!(d.jobs.live().checking, 0);
+    // Room again: the next is taken.
+    let r = ended(d.jobs.submit(&body("after")).await);
+    assert_eq!(r.status, Status::Rejected);
+    assert_eq!(r.job_id, "after");
+}
