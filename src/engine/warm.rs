@@ -53,7 +53,8 @@ impl Shape {
 /// its directory only at the next start and keeps its uid taken: discard it.
 pub struct WarmSandbox {
     shape: Shape,
-    born: Instant,
+    /// When it was made, on [`since_boot`]'s clock.
+    born: Option<Duration>,
     started: Started,
     cgroup: JobCgroup,
     dir: PathBuf,
@@ -68,9 +69,15 @@ impl WarmSandbox {
         self.shape
     }
 
-    /// How long it has waited since it was made.
+    /// How long it has waited since it was made, the host's suspends included: a tool's
+    /// own clocks (the wall clock, `/proc/uptime`) count them, so `max_age_ms` must too.
     pub fn age(&self) -> Duration {
-        self.born.elapsed()
+        match (self.born, since_boot()) {
+            (Some(born), Some(now)) => now.saturating_sub(born),
+            // Never on Linux: a sandbox whose age cannot be told is as old as can be
+            // (discarded, never handed out).
+            _ => Duration::MAX,
+        }
     }
 
     /// Whether it can still serve a job: its init stage runs and reported no end.
@@ -290,7 +297,7 @@ impl Engine {
         };
         let mut sandbox = WarmSandbox {
             shape,
-            born: Instant::now(),
+            born: since_boot(),
             started,
             cgroup,
             dir: dir.to_path_buf(),
@@ -451,4 +458,14 @@ impl Engine {
         });
         Ok((result, Removal::of(removal)))
     }
+}
+
+/// The time since the host booted, suspends included (`CLOCK_BOOTTIME`; `Instant` is
+/// `CLOCK_MONOTONIC`, which stops while the host sleeps). Linux has had it since 2.6.39.
+fn since_boot() -> Option<Duration> {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_BOOTTIME).ok()?;
+    Some(Duration::new(
+        u64::try_from(t.tv_sec()).ok()?,
+        u32::try_from(t.tv_nsec()).ok()?,
+    ))
 }
