@@ -46,8 +46,19 @@ pub(super) struct LiveJob {
 }
 
 /// How many submissions may be checked at once (their ids reserved, the journal asked):
-/// past it a submission is turned away, `503` `busy`.
-pub const CHECKING_MAX: usize = 256;
+/// past it a new one is turned away, `503` `busy`. Twice the connections the daemon serves
+/// at once: a burst of callers, one submission a connection, never meets it; only
+/// submissions whose callers hung up and sent more could.
+pub const CHECKING_MAX: usize = 1024;
+
+/// Why [`Jobs::reserve`] reserved no id.
+#[derive(Debug)]
+pub(super) enum NotReserved {
+    /// A job holds it: its state, to wait on.
+    Held(watch::Receiver<JobState>),
+    /// [`CHECKING_MAX`] submissions are being checked.
+    Full,
+}
 
 /// How long a result that could not be journaled waits before the next try, at most.
 const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(2);
@@ -58,6 +69,7 @@ struct Live {
     /// Submissions whose id is reserved while they are checked (the journal's answer for
     /// the id, the verdict, a rejection's write): not yet in the queue, and never counted
     /// as load, or a burst of bad or repeated jobs would make a free runner answer `busy`.
+    /// Bounded by [`CHECKING_MAX`] alone.
     checking: usize,
     /// Accepted jobs waiting for a slot.
     queued: usize,
@@ -335,26 +347,22 @@ impl Jobs {
             return Submitted::BadRequest("bad_job_id", admit::bad_job_id(job::job_id_text(body)));
         }
 
-        // A caller that hangs up leaves its submission running (`submit_whole`): without a
-        // bound, one that sends and hangs up in a loop would pile submissions up behind the
-        // journal's writes, each holding its task and its body.
-        let checking = self.live().checking;
-        if checking >= CHECKING_MAX {
-            return Submitted::Busy(format!(
-                "the runner is checking {checking} submissions already, {CHECKING_MAX} at \
-                 most at once"
-            ));
-        }
         // Reserve the id, or find the job that holds it. A submission that held it and was
         // dropped unanswered (its journal failed) leaves the id to this one, which goes the
         // whole way itself: the answer it gets is the one any later submission would.
         let reservation = loop {
             match self.reserve(&id) {
                 Ok(j) => break j,
-                Err(rx) => {
+                Err(NotReserved::Held(rx)) => {
                     if let Some(answer) = Self::duplicate(&id, rx).await {
                         return answer;
                     }
+                }
+                Err(NotReserved::Full) => {
+                    return Submitted::Busy(format!(
+                        "the runner is checking {CHECKING_MAX} submissions already, the most \
+                         it checks at once"
+                    ));
                 }
             }
         };
@@ -533,11 +541,17 @@ impl Jobs {
     }
 
     /// Reserves an id for a submission being checked; or, when a job holds the id
-    /// already, that job's state to wait on.
-    pub(super) fn reserve(&self, id: &str) -> Result<Arc<LiveJob>, watch::Receiver<JobState>> {
+    /// already, that job's state to wait on; or none, [`CHECKING_MAX`] being checked.
+    pub(super) fn reserve(&self, id: &str) -> Result<Arc<LiveJob>, NotReserved> {
         let mut l = self.live();
         if let Some(j) = l.jobs.get(id) {
-            return Err(j.state.subscribe());
+            return Err(NotReserved::Held(j.state.subscribe()));
+        }
+        // A caller that hangs up leaves its submission running (`submit_whole`): without a
+        // bound, one that sends and hangs up in a loop would pile submissions up behind the
+        // journal's writes, each holding its task and its body.
+        if l.checking >= CHECKING_MAX {
+            return Err(NotReserved::Full);
         }
         let (tx, _) = watch::channel(JobState::Pending);
         let j = Arc::new(LiveJob {

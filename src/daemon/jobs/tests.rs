@@ -1018,7 +1018,9 @@ async fn submissions_checked_at_once_are_bounded() {
             .await
             .expect("answered at once")
         {
-            Submitted::Busy(m) => assert!(m.contains("256 at most"), "{m}"),
+            Submitted::Busy(m) => {
+                assert!(m.contains(&format!("{CHECKING_MAX} submissions")), "{m}")
+            }
             _ => panic!("past the bound a submission is busy"),
         }
     }
@@ -1027,7 +1029,16 @@ async fn submissions_checked_at_once_are_bounded() {
         CHECKING_MAX,
         "none of them was kept"
     );
+    // An id being checked, sent again, waits for its answer rather than be turned away.
+    let again = {
+        let jobs = d.jobs.clone();
+        tokio::spawn(async move { jobs.submit(&body("held-0")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!again.is_finished(), "the id sent again waits");
     other.execute_batch("ROLLBACK").expect("the lock let go");
+    let r = ended(again.await.expect("the submission"));
+    assert_eq!((r.job_id.as_str(), r.status), ("held-0", Status::Rejected));
     for w in waiting {
         let r = ended(w.await.expect("the submission"));
         assert_eq!(r.status, Status::Rejected, "{r:?}");
