@@ -793,9 +793,10 @@ fn a_job_cancelled_before_its_warm_tool_starts_never_starts_it() {
         assert_eq!(source.0.left(), 0, "the job took the warm sandbox");
         never_ran(&r, "cancelled after the take");
     }
-    // Cancelled once it holds one that then fails at the hand-over (it died waiting): no
-    // cold sandbox is made for it either. Before, the job went on to a cold run whose
-    // tool the withheld go never started, and the result said it had started.
+    // Cancelled once it holds one that died waiting: the cancel ends the hand-over's wait
+    // at once, and no cold sandbox is made for it either. Before, the failed hand-over
+    // went on to a cold run whose tool the withheld go never started, and the result said
+    // it had started.
     let mut dead = setup.warm(Shape::default_job());
     until_ready(&mut dead);
     kill_while_waiting(&mut dead);
@@ -809,7 +810,37 @@ fn a_job_cancelled_before_its_warm_tool_starts_never_starts_it() {
     assert_eq!(source.0.left(), 0, "the job took the dead sandbox");
     never_ran(&r, "cancelled, the hand-over failed");
     assert_eq!(r["wall_ms"], 0, "no cold sandbox ran: {r}");
+    // Cancelled as its hand-over fails (told at the failure): no cold sandbox.
+    let mut dead = setup.warm(Shape::default_job());
+    until_ready(&mut dead);
+    kill_while_waiting(&mut dead);
+    let cancel = Cancel::new();
+    let source = CancelsAtFailure(Given::of(vec![dead]), cancel.clone());
+    let r = setup.run_cancellable(
+        code_job("warm-cancel-fails", tool, json!({})),
+        &source,
+        &cancel,
+    );
+    assert_eq!(source.0.failed(), 1, "the hand-over failed");
+    never_ran(&r, "cancelled as the hand-over failed");
+    assert_eq!(r["wall_ms"], 0, "no cold sandbox ran: {r}");
     setup.assert_clean(&["warm-cancel"]);
+}
+
+/// Hands out the sandboxes of a [`Given`], and cancels the job when one fails at its
+/// hand-over: the cancel lands between the failure and the cold run that would follow.
+struct CancelsAtFailure(Given, Cancel);
+
+impl WarmSource for CancelsAtFailure {
+    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
+        self.0.take(shape)
+    }
+
+    fn hand_over_failed(&self) {
+        self.0.hand_over_failed();
+        self.1
+            .cancel(openvibe_skill_runner::cancel::Cause::Requested);
+    }
 }
 
 /// A tool aimed at the pool: from a warm sandbox it looks for the hand-over's pipe (its

@@ -283,7 +283,6 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
     std::fs::File::open(dir)?.sync_all()
 }
 
-/// Where a journal being written back is copied first, beside it.
 /// The mark left beside the path while the journal is removed and not written back: the
 /// database is then only in the daemon's memory (and, from its copy on, in that copy).
 /// A start that finds it and no journal knows the answers were lost (see [`Trouble::Lost`]).
@@ -293,6 +292,7 @@ fn removed_marker(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// Where a journal being written back is copied first, beside it.
 fn write_back_copy(path: &Path) -> PathBuf {
     let mut name = path.as_os_str().to_owned();
     name.push(".write-back");
@@ -426,6 +426,7 @@ impl Journal {
                     file: Some(file_id(&self.path).map_err(|e| io_error("cannot inspect", e))?),
                 };
                 tracing::warn!(journal = %p, "the journal written back is open again");
+                self.unmark();
                 Ok(())
             }
             (Err(e), file) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -435,16 +436,8 @@ impl Journal {
                         "the journal file was removed while the daemon ran; writing it back from the database the daemon holds open"
                     );
                 }
-                let marker = removed_marker(&self.path);
                 if let Err(e) = self.write_back(open) {
-                    // Should the daemon end before the write-back succeeds, the next start
-                    // knows the journal was lost rather than begin an empty one. An empty
-                    // file: it needs no free block.
-                    if let Err(m) =
-                        std::fs::File::create(&marker).and_then(|_| sync_dir(self.dir()))
-                    {
-                        tracing::error!(journal = %p, error = %m, "cannot leave the mark that the journal is removed; should the daemon stop before it is written back, the next start would begin an empty journal");
-                    }
+                    self.mark_removed();
                     return Err(JournalError::new(
                         e.kind,
                         format!(
@@ -453,15 +446,7 @@ impl Journal {
                         ),
                     ));
                 }
-                match std::fs::remove_file(&marker) {
-                    Ok(()) => {
-                        let _ = sync_dir(self.dir());
-                    }
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(e) => {
-                        tracing::warn!(error = %e, "cannot remove the mark that the journal was removed")
-                    }
-                }
+                self.unmark();
                 tracing::warn!(journal = %p, "the journal is back in place, with every job it held");
                 Ok(())
             }
@@ -526,10 +511,37 @@ impl Journal {
         sync_dir(self.dir()).map_err(|e| io_error("cannot sync the state directory", e))
     }
 
-    /// Whether the journal is removed and not written back (the mark is there): what it
-    /// holds is then lost should the daemon end now.
+    /// Whether the journal is removed and not written back (the mark is there, and no
+    /// whole copy, which the next start would put in place): what it holds is then lost
+    /// should the daemon end now.
     pub fn removed_unwritten(&self) -> bool {
-        removed_marker(&self.path).exists()
+        removed_marker(&self.path).exists() && !write_back_copy(&self.path).is_file()
+    }
+
+    /// Leaves the mark that the journal is removed and not written back, once: should the
+    /// daemon end before the write-back succeeds, the next start knows the journal was
+    /// lost rather than begin an empty one. An empty file: it needs no free block.
+    fn mark_removed(&self) {
+        let marker = removed_marker(&self.path);
+        if marker.exists() {
+            return;
+        }
+        if let Err(e) = std::fs::File::create(&marker).and_then(|_| sync_dir(self.dir())) {
+            tracing::error!(journal = %self.path.display(), error = %e, "cannot leave the mark that the journal is removed; should the daemon stop before it is written back, the next start would begin an empty journal");
+        }
+    }
+
+    /// Takes the mark away: the journal is back in place.
+    fn unmark(&self) {
+        match std::fs::remove_file(removed_marker(&self.path)) {
+            Ok(()) => {
+                let _ = sync_dir(self.dir());
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot remove the mark that the journal was removed")
+            }
+        }
     }
 
     /// The state directory the journal is in.

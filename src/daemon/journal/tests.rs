@@ -231,6 +231,16 @@ fn an_ids_first_row_stays_a_rejections_too() {
     }
 }
 
+/// A new journal in a temporary folder, its run begun: the folder (which goes when it is
+/// dropped), the journal's path, the journal and its run's id.
+fn a_journal() -> (tempfile::TempDir, PathBuf, Journal, i64) {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join(FILE_NAME);
+    let j = Journal::open(&path).unwrap();
+    let (run, _) = j.begin_run(1).unwrap();
+    (tmp, path, j, run)
+}
+
 fn done(j: &Journal, id: &str) -> Option<Status> {
     match j.get(id).unwrap() {
         Some(Entry::Done(r)) => Some(r.status),
@@ -279,10 +289,7 @@ fn a_removed_journal_is_written_back_with_every_job() {
 
 #[test]
 fn a_removal_is_noticed_without_a_write() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
+    let (_tmp, path, j, run) = a_journal();
     j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     std::fs::remove_file(&path).unwrap();
     j.check_file().unwrap();
@@ -294,10 +301,7 @@ fn a_removal_is_noticed_without_a_write() {
 
 #[test]
 fn a_write_back_cut_short_is_finished_at_open() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
+    let (_tmp, path, j, run) = a_journal();
     j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     j.finish(&ok("a")).unwrap();
     drop(j);
@@ -310,10 +314,7 @@ fn a_write_back_cut_short_is_finished_at_open() {
 
 #[test]
 fn a_file_put_in_its_place_is_never_overwritten() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
+    let (_tmp, path, j, run) = a_journal();
     j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     std::fs::remove_file(&path).unwrap();
     std::fs::write(&path, "someone else's").unwrap();
@@ -365,10 +366,7 @@ fn a_damaged_journal_is_named_with_what_to_do() {
 
 #[test]
 fn prune_keeps_the_id_and_end_of_every_job_a_rejected_one_too() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
+    let (_tmp, path, j, run) = a_journal();
     j.accept("old", run, "t", Net::Deny, None, 0).unwrap();
     j.finish(&ok("old")).unwrap();
     j.accept("failed", run, "t", Net::Deny, None, 0).unwrap();
@@ -469,6 +467,11 @@ fn ids_are_answered_while_a_write_back_cannot_finish() {
     std::fs::create_dir(&wal).unwrap();
     assert!(j.check_file().is_err(), "the write-back cannot finish");
     assert!(write_back_copy(&path).is_file(), "its copy is whole");
+    assert!(removed_marker(&path).exists());
+    assert!(
+        !j.removed_unwritten(),
+        "a stop now loses nothing: the copy is whole"
+    );
     for _ in 0..2 {
         assert_eq!(done(&j, "a"), Some(Status::Ok));
         assert_eq!(j.get("b").unwrap(), Some(Entry::Accepted));
@@ -480,7 +483,7 @@ fn ids_are_answered_while_a_write_back_cannot_finish() {
     std::fs::remove_dir(&wal).unwrap();
     assert_eq!(done(&j, "a"), Some(Status::Ok));
     assert!(
-        path.is_file() && !write_back_copy(&path).exists(),
+        path.is_file() && !write_back_copy(&path).exists() && !removed_marker(&path).exists(),
         "back in place"
     );
     j.accept("c", run, "t", Net::Deny, None, now_ms()).unwrap();
@@ -547,10 +550,7 @@ fn a_journal_lost_with_its_daemon_is_not_replaced_by_an_empty_one() {
 /// mark away) is removed at the start, the journal used.
 #[test]
 fn a_mark_beside_a_journal_written_back_is_removed() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
+    let (_tmp, path, j, run) = a_journal();
     j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     drop(j);
     std::fs::File::create(removed_marker(&path)).unwrap();
