@@ -491,6 +491,7 @@ async fn get_job(jobs: &Arc<Jobs>, id: &str) -> Response<Body> {
         Err(LookupError::Journal(e)) => journal_unavailable(&format!(
             "cannot read the journal: {e}; the job's answer is kept: ask again later"
         )),
+        Err(LookupError::Damaged(e)) => error(StatusCode::INTERNAL_SERVER_ERROR, "internal", &e),
     }
 }
 

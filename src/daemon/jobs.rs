@@ -32,10 +32,22 @@ pub use handle::{Envelope, JobHandle, JobState, Settings, Submitted};
 /// Why [`Jobs::lookup`] has no state to give for an id.
 #[derive(Debug)]
 pub enum LookupError {
-    /// The journal could not be read: this message.
+    /// The journal could not be read now (a write-back under way, the disk): this message.
     Journal(String),
+    /// What the journal holds for the id is damaged: this message.
+    Damaged(String),
     /// The id ran here and its result was pruned after the retention: this message.
     Pruned(String),
+}
+
+impl LookupError {
+    fn of(e: JournalError) -> LookupError {
+        if e.kind == Trouble::Damaged {
+            LookupError::Damaged(e.to_string())
+        } else {
+            LookupError::Journal(e.to_string())
+        }
+    }
 }
 use health::Health;
 
@@ -243,12 +255,11 @@ impl Jobs {
     }
 
     /// The journal's answer for an id, off the async threads.
-    pub async fn journaled(&self, job_id: &str) -> Result<Option<Entry>, String> {
+    pub async fn journaled(&self, job_id: &str) -> Result<Option<Entry>, JournalError> {
         let id = job_id.to_string();
         match self.blocking(move |j| j.get(&id)).await {
-            Some(Ok(e)) => Ok(e),
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err("the journal task failed".into()),
+            Some(read) => read,
+            None => Err(JournalError::task_failed()),
         }
     }
 
@@ -265,7 +276,7 @@ impl Jobs {
             None => false,
         };
         Ok(
-            match self.journaled(job_id).await.map_err(LookupError::Journal)? {
+            match self.journaled(job_id).await.map_err(LookupError::of)? {
                 Some(Entry::Done(r)) => Some(Envelope::done(Arc::new(*r))),
                 Some(Entry::Pruned(p)) => {
                     return Err(LookupError::Pruned(self.pruned_message(job_id, &p)));
@@ -375,7 +386,12 @@ impl Jobs {
             }
             Err(e) => {
                 self.forget(&id, &reservation, JobState::Pending);
-                return Submitted::JournalUnavailable(format!("cannot read the journal: {e}"));
+                let told = format!("cannot read the journal: {e}");
+                return if e.kind == Trouble::Damaged {
+                    Submitted::Internal(told)
+                } else {
+                    Submitted::JournalUnavailable(told)
+                };
             }
         }
         // A new job: it needs the journal, now and when it ends.

@@ -136,6 +136,11 @@ impl JournalError {
         }
     }
 
+    /// A journal call whose blocking task ended without an answer (it panicked).
+    pub fn task_failed() -> JournalError {
+        JournalError::new(Trouble::Io, "the journal task failed")
+    }
+
     /// What to tell an operator when the daemon cannot start over the journal at `path`:
     /// the file, what is wrong, and what to do.
     pub fn at_start(&self, path: &Path) -> String {

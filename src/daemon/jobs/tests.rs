@@ -162,6 +162,15 @@ async fn until(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// Turns skills on or off, as `skills on` and `skills off` would.
+fn skills(d: &Daemon, on: bool) {
+    d.jobs
+        .settings
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .skills_on = on;
+}
+
 fn reason(r: &JobResult) -> (Status, Option<&'static str>) {
     (r.status, r.reason_str())
 }
@@ -613,18 +622,10 @@ async fn a_cancel_that_came_first_stays_cancelled_through_a_stop() {
 async fn an_off_runner_turns_jobs_away_and_a_bad_one_is_its_rule() {
     let stand = Stand::new();
     let d = daemon(Some(stand.clone()), "");
-    d.jobs
-        .settings
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .skills_on = false;
+    skills(&d, false);
     let r = ended(d.jobs.submit(&body("a")).await);
     assert_eq!(reason(&r), (Status::Rejected, Some("runner_off")));
-    d.jobs
-        .settings
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .skills_on = true;
+    skills(&d, true);
     let r = ended(
         d.jobs
             .submit(&body_with("b", json!({ "class": "x" })))
@@ -995,11 +996,7 @@ async fn a_rejection_committed_as_the_journal_file_is_replaced_is_the_answer() {
 async fn submissions_checked_at_once_are_bounded() {
     let d = daemon(None, "");
     // Skills off: every job is rejected, and each rejection is a journal write.
-    d.jobs
-        .settings
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .skills_on = false;
+    skills(&d, false);
     let other = the_journals_write_lock(&d);
     let waiting: Vec<_> = (0..CHECKING_MAX)
         .map(|i| {
@@ -1048,4 +1045,28 @@ async fn submissions_checked_at_once_are_bounded() {
     let r = ended(d.jobs.submit(&body("after")).await);
     assert_eq!(r.status, Status::Rejected);
     assert_eq!(r.job_id, "after");
+}
+
+/// An id whose stored answer is damaged is the runner's failure (`internal`, 500), not
+/// a journal to ask again later (503): asking again would find the same damage. Sent
+/// again, it is not accepted either.
+#[tokio::test]
+async fn a_damaged_answer_is_an_internal_failure_not_a_wait() {
+    let d = daemon(None, "");
+    skills(&d, false);
+    let r = ended(d.jobs.submit(&body("x")).await);
+    assert_eq!(r.status, Status::Rejected);
+    let other = rusqlite::Connection::open(d._dir.path().join(journal::FILE_NAME))
+        .expect("a second connection");
+    other
+        .execute("UPDATE jobs SET result = '{' WHERE job_id = 'x'", [])
+        .expect("the answer damaged");
+    match d.jobs.lookup("x").await {
+        Err(LookupError::Damaged(m)) => assert!(m.contains("not valid"), "{m}"),
+        other => panic!("a damaged answer: {other:?}"),
+    }
+    assert!(matches!(
+        d.jobs.submit(&body("x")).await,
+        Submitted::Internal(_)
+    ));
 }

@@ -251,10 +251,7 @@ fn done(j: &Journal, id: &str) -> Option<Status> {
 #[test]
 fn a_removed_journal_is_written_back_with_every_job() {
     for also_wal in [false, true] {
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join(FILE_NAME);
-        let j = Journal::open(&path).unwrap();
-        let (run, _) = j.begin_run(1).unwrap();
+        let (tmp, path, j, run) = a_journal();
         j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
         j.finish(&ok("a")).unwrap();
         j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
@@ -454,11 +451,8 @@ fn a_rows_net_is_found_in_its_column_or_an_earlier_runners() {
 /// empty placeholder ("no such table"), and the daemon answered 500.
 #[test]
 fn ids_are_answered_while_a_write_back_cannot_finish() {
-    let tmp = tempfile::tempdir().unwrap();
-    let path = tmp.path().join(FILE_NAME);
+    let (tmp, path, j, run) = a_journal();
     let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
-    let j = Journal::open(&path).unwrap();
-    let (run, _) = j.begin_run(1).unwrap();
     j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
     j.finish(&ok("a")).unwrap();
     j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
