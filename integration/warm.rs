@@ -730,20 +730,42 @@ fn a_sandbox_that_died_waiting_gives_way_to_a_cold_run() {
     setup.assert_clean(&["warm-dead"]);
 }
 
-/// Hands out the sandboxes of a [`Given`], and cancels the job as it hands one out: the
-/// cancel lands after the take, before the hand-over.
-struct CancelsAtTake(Given, Cancel);
+/// When a [`Cancels`] cancels its job.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum At {
+    /// As it hands a sandbox out: after the take, before the hand-over.
+    Take,
+    /// When a sandbox fails at its hand-over: between the failure and the cold run that
+    /// would follow.
+    Failure,
+}
 
-impl WarmSource for CancelsAtTake {
+/// Hands out the sandboxes of a [`Given`], and cancels the job at the moment named.
+struct Cancels(Given, Cancel, At);
+
+impl Cancels {
+    fn at(at: At, sandbox: WarmSandbox, cancel: &Cancel) -> Cancels {
+        Cancels(Given::of(vec![sandbox]), cancel.clone(), at)
+    }
+
+    fn cancel_at(&self, now: At) {
+        if self.2 == now {
+            self.1
+                .cancel(openvibe_skill_runner::cancel::Cause::Requested);
+        }
+    }
+}
+
+impl WarmSource for Cancels {
     fn take(&self, shape: Shape) -> Option<WarmSandbox> {
         let taken = self.0.take(shape);
-        self.1
-            .cancel(openvibe_skill_runner::cancel::Cause::Requested);
+        self.cancel_at(At::Take);
         taken
     }
 
     fn hand_over_failed(&self) {
         self.0.hand_over_failed();
+        self.cancel_at(At::Failure);
     }
 }
 
@@ -787,60 +809,34 @@ fn a_job_cancelled_before_its_warm_tool_starts_never_starts_it() {
         let mut held = setup.warm(Shape::default_job());
         until_ready(&mut held);
         let cancel = Cancel::new();
-        let source = CancelsAtTake(Given::of(vec![held]), cancel.clone());
+        let source = Cancels::at(At::Take, held, &cancel);
         let id = format!("warm-cancel-at-{round}");
         let r = setup.run_cancellable(code_job(&id, tool, json!({})), &source, &cancel);
         assert_eq!(source.0.left(), 0, "the job took the warm sandbox");
         never_ran(&r, "cancelled after the take");
     }
-    // Cancelled once it holds one that died waiting: the cancel ends the hand-over's wait
-    // at once, and no cold sandbox is made for it either. Before, the failed hand-over
-    // went on to a cold run whose tool the withheld go never started, and the result said
-    // it had started.
-    let mut dead = setup.warm(Shape::default_job());
-    until_ready(&mut dead);
-    kill_while_waiting(&mut dead);
-    let cancel = Cancel::new();
-    let source = CancelsAtTake(Given::of(vec![dead]), cancel.clone());
-    let r = setup.run_cancellable(
-        code_job("warm-cancel-dead", tool, json!({})),
-        &source,
-        &cancel,
-    );
-    assert_eq!(source.0.left(), 0, "the job took the dead sandbox");
-    never_ran(&r, "cancelled, the hand-over failed");
-    assert_eq!(r["wall_ms"], 0, "no cold sandbox ran: {r}");
-    // Cancelled as its hand-over fails (told at the failure): no cold sandbox.
-    let mut dead = setup.warm(Shape::default_job());
-    until_ready(&mut dead);
-    kill_while_waiting(&mut dead);
-    let cancel = Cancel::new();
-    let source = CancelsAtFailure(Given::of(vec![dead]), cancel.clone());
-    let r = setup.run_cancellable(
-        code_job("warm-cancel-fails", tool, json!({})),
-        &source,
-        &cancel,
-    );
-    assert_eq!(source.0.failed(), 1, "the hand-over failed");
-    never_ran(&r, "cancelled as the hand-over failed");
-    assert_eq!(r["wall_ms"], 0, "no cold sandbox ran: {r}");
+    // Cancelled once it holds one that died waiting, at the take (the cancel then ends
+    // the hand-over's wait at once) or as its hand-over fails: no cold sandbox is made for
+    // it either. Before, the failed hand-over went on to a cold run whose tool the
+    // withheld go never started, and the result said it had started.
+    for (at, id) in [
+        (At::Take, "warm-cancel-dead"),
+        (At::Failure, "warm-cancel-fails"),
+    ] {
+        let mut dead = setup.warm(Shape::default_job());
+        until_ready(&mut dead);
+        kill_while_waiting(&mut dead);
+        let cancel = Cancel::new();
+        let source = Cancels::at(at, dead, &cancel);
+        let r = setup.run_cancellable(code_job(id, tool, json!({})), &source, &cancel);
+        assert_eq!(source.0.left(), 0, "{at:?}: the job took the dead sandbox");
+        if at == At::Failure {
+            assert_eq!(source.0.failed(), 1, "the hand-over failed");
+        }
+        never_ran(&r, &format!("cancelled at {at:?}, over a dead sandbox"));
+        assert_eq!(r["wall_ms"], 0, "{at:?}: no cold sandbox ran: {r}");
+    }
     setup.assert_clean(&["warm-cancel"]);
-}
-
-/// Hands out the sandboxes of a [`Given`], and cancels the job when one fails at its
-/// hand-over: the cancel lands between the failure and the cold run that would follow.
-struct CancelsAtFailure(Given, Cancel);
-
-impl WarmSource for CancelsAtFailure {
-    fn take(&self, shape: Shape) -> Option<WarmSandbox> {
-        self.0.take(shape)
-    }
-
-    fn hand_over_failed(&self) {
-        self.0.hand_over_failed();
-        self.1
-            .cancel(openvibe_skill_runner::cancel::Cause::Requested);
-    }
 }
 
 /// A tool aimed at the pool: from a warm sandbox it looks for the hand-over's pipe (its

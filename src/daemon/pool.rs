@@ -235,6 +235,12 @@ impl Backoffs {
     pub fn succeeded(&mut self, shape: Shape) {
         self.0.retain(|t| t.0 != shape);
     }
+
+    /// Forgets the shapes no longer kept (learned ones the recent jobs stopped asking
+    /// for), so the list holds no more than the targets; one that comes back starts over.
+    pub fn keep_only(&mut self, targets: &Targets) {
+        self.0.retain(|t| targets.count(t.0) > 0);
+    }
 }
 
 /// Which of `ready` (by index) to discard: too old, of a shape not kept, or beyond the
@@ -554,6 +560,7 @@ impl<W: Warmer> Pool<W> {
                     backoffs = Backoffs::default();
                     backoffs_of = Some(st.generation);
                 }
+                backoffs.keep_only(&targets);
                 // Nothing is starting here: only this task makes sandboxes.
                 let have = |shape: Shape| st.ready.iter().filter(|s| s.shape() == shape).count();
                 let now = tokio::time::Instant::now();

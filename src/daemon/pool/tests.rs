@@ -783,4 +783,9 @@ fn each_shape_waits_its_own_backoff_doubling_to_the_most() {
     w.succeeded(a);
     assert!(w.may_try(a, now));
     assert_eq!(w.failed(a, now), BACKOFF_MIN, "a success starts it over");
+    // A shape no longer kept is forgotten: the list never outgrows the targets.
+    w.failed(b, now);
+    w.keep_only(&Targets(vec![(b, 1, false)]));
+    assert!(w.may_try(a, now) && !w.may_try(b, now));
+    assert_eq!(w.next_try(now), Some(now + BACKOFF_MIN));
 }
