@@ -123,11 +123,21 @@ impl Jobs {
     /// Prunes finished jobs older than the retention.
     pub async fn prune(&self) {
         let days = self.settings().retention_days;
-        let before = journal::now_ms() - (days as i64).saturating_mul(86_400_000);
+        let before = prune_before(journal::now_ms(), days);
         match self.blocking(move |j| j.prune(before)).await {
             Some(Ok(n)) if n > 0 => tracing::info!(removed = n, days, "journal pruned"),
             Some(Ok(_)) => {}
             other => tracing::warn!(?other, "cannot prune the journal"),
         }
     }
+}
+
+/// The time before which finished results are pruned: `days` before `now_ms`. A retention
+/// too long to count in milliseconds (`retention_days` up to `u64::MAX`, an operator's
+/// "keep them all") reaches back before any result, never wraps round into the future.
+pub(super) fn prune_before(now_ms: i64, days: u64) -> i64 {
+    let span = i64::try_from(days)
+        .unwrap_or(i64::MAX)
+        .saturating_mul(86_400_000);
+    now_ms.saturating_sub(span)
 }

@@ -319,6 +319,28 @@ async fn a_pruned_id_sent_again_is_refused_and_never_runs_twice() {
     assert_eq!(stand.runs(), 2);
 }
 
+/// An operator who means "keep every result" writes the largest retention there is. Before,
+/// `u64::MAX` days became -1 and the cutoff a day in the future: every result went at the
+/// start's first prune.
+#[tokio::test]
+async fn the_longest_retention_keeps_every_result() {
+    for days in [u64::MAX, i64::MAX as u64 + 1, 106_751_991_167_301] {
+        let stand = Stand::new();
+        let d = daemon(Some(stand.clone()), &format!("retention_days = {days}\n"));
+        let r = run_to_the_journal(&d, &stand, "kept").await;
+        d.jobs.prune().await;
+        match d.jobs.lookup("kept").await {
+            Ok(Some(e)) => assert_eq!(e.state, "done", "{days}"),
+            other => panic!("retention_days = {days}: the result is gone: {other:?}"),
+        }
+        assert_eq!(r.status, Status::Ok);
+    }
+    let now = crate::daemon::journal::now_ms();
+    assert_eq!(super::health::prune_before(now, 7), now - 7 * 86_400_000);
+    assert_eq!(super::health::prune_before(now, u64::MAX), now - i64::MAX);
+    assert_eq!(super::health::prune_before(-1, u64::MAX), i64::MIN);
+}
+
 /// Holds an id as a submission does while it asks the journal about the id.
 fn reserve(jobs: &Jobs, id: &str) -> Arc<LiveJob> {
     jobs.reserve(id).expect("the id is free")
