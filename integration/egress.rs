@@ -1178,7 +1178,8 @@ fn every_request_on_a_kept_alive_connection_is_checked() {
 /// Link's all the same: under `public` neither an address in it nor a name resolving into
 /// it is reached, and nothing there is hit, while the internet (the default route) is.
 /// Before, only the interfaces' prefixes were read, and such a LAN with public
-/// addresses was open to every `public` job.
+/// addresses was open to every `public` job. A range the Link takes as its own on `lo`
+/// (a `local` route) is its own too: before, a job reached the Link's own service there.
 #[test]
 fn a_network_the_link_routes_to_is_its_own() {
     let _h = exclusive();
@@ -1186,6 +1187,7 @@ fn a_network_the_link_routes_to_is_its_own() {
     let requests = json!([
         {"url": format!("http://{ROUTED_LAN_IP}/")},
         {"url": "http://corp.upstream.net/"},
+        {"url": format!("http://{ANYIP_IP}/")},
         {"url": "http://pub.upstream.net/control"},
     ]);
     let r = net.run(
@@ -1195,21 +1197,25 @@ fn a_network_the_link_routes_to_is_its_own() {
         json!({"ca": net.ca, "requests": requests}),
     );
     let results = r["output"]["results"].as_array().expect("results").clone();
-    for res in &results[..2] {
+    for res in &results[..3] {
         assert_eq!(
             (&res["status"], &res["refused"]),
             (&json!(403), &json!("address_refused")),
             "{res}"
         );
     }
-    assert_eq!(results[2]["status"], 200, "{}", results[2]);
+    assert_eq!(results[3]["status"], 200, "{}", results[3]);
     let hit: Vec<String> = net
         .hits()
         .into_keys()
-        .filter(|k| k.contains(ROUTED_LAN_IP))
+        .filter(|k| k.contains(ROUTED_LAN_IP) || k.contains(ANYIP_IP))
         .collect();
-    assert!(hit.is_empty(), "the routed network was reached: {hit:?}");
+    assert!(
+        hit.is_empty(),
+        "the Link's own networks were reached: {hit:?}"
+    );
     assert_has(&r, ROUTED_LAN_IP, 80, false);
+    assert_has(&r, ANYIP_IP, 80, false);
     assert_has(&r, "corp.upstream.net", 80, false);
     assert_allowed_only(&r, &[("pub.upstream.net", 80)]);
     assert_upstream_from_link(&net);

@@ -57,6 +57,10 @@ pub const LINK_LAN_IP: &str = "10.77.0.1";
 pub const ROUTED_NET: &str = "93.184.215.0/24";
 pub const ROUTED_LINK_IP: &str = "93.184.215.1";
 pub const ROUTED_LAN_IP: &str = "93.184.215.2";
+/// A range the Link takes as its own on `lo` (a `local` route, as proxies and anycast
+/// services set up): no interface holds an address in it, and the Link answers them all.
+pub const ANYIP_NET: &str = "93.184.216.0/24";
+pub const ANYIP_IP: &str = "93.184.216.7";
 pub const NODE: &str = openvibe_skill_runner::runtime::PINNED_PATH;
 
 /// Every name on the upstream's certificate: the allowed ones and the ones that resolve to
@@ -194,6 +198,7 @@ impl EgressNet {
         ip(link, &format!("link set {v}ln up"));
         ip(link, &format!("route add {ROUTED_NET} dev {v}ln"));
         ip(link, &format!("route add {METADATA_IP}/32 dev {v}ln"));
+        ip(link, &format!("route add local {ANYIP_NET} dev lo"));
         // UP: the public host and the DNS upstream, and the way back to LINK.
         ip(up, &format!("addr add {UPSTREAM_IP}/24 dev {v}ul"));
         ip(up, &format!("addr add {DNS_IP}/24 dev {v}ul"));
@@ -263,6 +268,7 @@ impl EgressNet {
                 Sink::tcp("link", "127.0.0.1:80", Some("link-loopback")),
                 Sink::tcp("link", &format!("{LINK_UP_IP}:80"), Some("link-own")),
                 Sink::tcp("link", &format!("{LINK_LAN_IP}:80"), Some("link-own")),
+                Sink::tcp("link", &format!("{ANYIP_IP}:80"), Some("link-own")),
             ];
             for p in [22, 443, 8080] {
                 s.push(Sink::tcp("link", &format!("0.0.0.0:{p}"), None));

@@ -25,9 +25,10 @@ const DUMP_TIMEOUT_MS: u16 = 5000;
 const DUMP_TRIES: usize = 3;
 
 /// The Link's own addresses and networks, as configured in the runner's network namespace:
-/// each interface's address and its network, and the destination of every route of the
+/// each interface's address and its network, the destination of every route of the
 /// main table but the ways out (the default routes and those wider than
-/// [`NARROWEST_WAY_OUT`]). A route says what a prefix alone may not: an address given
+/// [`NARROWEST_WAY_OUT`]), and every range the Link delivers to itself (its `local` and
+/// `anycast` routes). A route says what a prefix alone may not: an address given
 /// as a /128 (DHCPv6) or a /32 whose on-link network comes as a route of its own, a
 /// network behind a gateway of the LAN, a VPN's internal ranges.
 /// An error, never a shorter list: without them a job could reach the Link's own network.
@@ -77,7 +78,11 @@ fn routed_networks() -> io::Result<Vec<IpNet>> {
 }
 
 /// The network a route leads to, if it is one of the Link's: a unicast route of the main
-/// table, to a prefix at least as narrow as [`NARROWEST_WAY_OUT`].
+/// table, to a prefix at least as narrow as [`NARROWEST_WAY_OUT`]; or a range the Link
+/// takes as its own (a `local` or `anycast` route of the local or the main table, whatever
+/// its length): `ip route add local 2001:db8:5::/64 dev lo`, as proxies and anycast
+/// services set up, delivers every address of the range to the Link itself, though no
+/// interface holds one. A `local default` makes every address the Link's, and refuses all.
 fn network_of_route(route: &RouteMessage) -> Option<IpNet> {
     let table = route
         .attributes
@@ -87,15 +92,29 @@ fn network_of_route(route: &RouteMessage) -> Option<IpNet> {
             _ => None,
         })
         .unwrap_or(u32::from(route.header.table));
-    if table != u32::from(RouteHeader::RT_TABLE_MAIN) || route.header.kind != RouteType::Unicast {
-        return None;
-    }
+    let main = table == u32::from(RouteHeader::RT_TABLE_MAIN);
+    let local = table == u32::from(libc::RT_TABLE_LOCAL);
+    let own = matches!(route.header.kind, RouteType::Local | RouteType::Anycast);
     let len = route.header.destination_prefix_length;
     let dst = route.attributes.iter().find_map(|a| match a {
         RouteAttribute::Destination(RouteAddress::Inet(v4)) => Some(IpAddr::V4(*v4)),
         RouteAttribute::Destination(RouteAddress::Inet6(v6)) => Some(IpAddr::V6(*v6)),
         _ => None,
-    })?;
+    });
+    if own && (main || local) {
+        // A default route comes without a destination.
+        let dst = match (dst, route.header.address_family) {
+            (Some(dst), _) => dst,
+            (None, AddressFamily::Inet) if len == 0 => IpAddr::from([0u8; 4]),
+            (None, AddressFamily::Inet6) if len == 0 => IpAddr::from([0u8; 16]),
+            (None, _) => return None,
+        };
+        return IpNet::new(dst, len).ok().map(|n| n.trunc());
+    }
+    if !main || route.header.kind != RouteType::Unicast {
+        return None;
+    }
+    let dst = dst?;
     let narrowest = match dst {
         IpAddr::V4(_) => NARROWEST_WAY_OUT.0,
         IpAddr::V6(_) => NARROWEST_WAY_OUT.1,
@@ -153,34 +172,53 @@ fn dump_routes() -> io::Result<Option<Vec<RouteMessage>>> {
                 "a routes' datagram of {len} bytes, more than expected"
             )));
         }
-        let mut rest = datagram.as_slice();
-        while !rest.is_empty() {
-            let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
-                .map_err(|e| bad(format!("an undecodable route: {e}")))?;
-            let length = message.header.length as usize;
-            if length == 0 || length > rest.len() {
-                return Err(bad(format!("a route message of length {length}")));
-            }
-            rest = rest.get((length + 3) & !3..).unwrap_or_default();
-            if message.header.sequence_number != 1 {
-                continue;
-            }
-            interrupted |= message.header.flags & NLM_F_DUMP_INTR != 0;
-            match message.payload {
-                NetlinkPayload::Done(_) => return Ok((!interrupted).then_some(routes)),
-                NetlinkPayload::Error(e) => match e.code {
-                    Some(code) => {
-                        return Err(io::Error::from_raw_os_error(code.get().saturating_abs()))
-                    }
-                    None => return Ok((!interrupted).then_some(routes)),
-                },
-                NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(route)) => {
-                    routes.push(route)
-                }
-                _ => {}
-            }
+        if dump_datagram(&datagram, &mut routes, &mut interrupted)? {
+            return Ok((!interrupted).then_some(routes));
         }
     }
+}
+
+/// Reads one datagram of the routes' dump into `routes`: whether the dump ended with it.
+/// `interrupted` is set when the kernel says the routes changed during the dump. An error
+/// the kernel sends (in an error message, or in the DONE of a dump it could not finish)
+/// is an error, never the routes read so far.
+fn dump_datagram(
+    datagram: &[u8],
+    routes: &mut Vec<RouteMessage>,
+    interrupted: &mut bool,
+) -> io::Result<bool> {
+    let bad = |what: String| io::Error::new(io::ErrorKind::InvalidData, what);
+    let mut rest = datagram;
+    while !rest.is_empty() {
+        let message = NetlinkMessage::<RouteNetlinkMessage>::deserialize(rest)
+            .map_err(|e| bad(format!("an undecodable route: {e}")))?;
+        let length = message.header.length as usize;
+        if length == 0 || length > rest.len() {
+            return Err(bad(format!("a route message of length {length}")));
+        }
+        rest = rest.get((length + 3) & !3..).unwrap_or_default();
+        if message.header.sequence_number != 1 {
+            continue;
+        }
+        *interrupted |= message.header.flags & NLM_F_DUMP_INTR != 0;
+        match message.payload {
+            NetlinkPayload::Done(d) if d.code != 0 => {
+                return Err(io::Error::from_raw_os_error(d.code.saturating_abs()))
+            }
+            NetlinkPayload::Done(_) => return Ok(true),
+            NetlinkPayload::Error(e) => match e.code {
+                Some(code) => {
+                    return Err(io::Error::from_raw_os_error(code.get().saturating_abs()))
+                }
+                None => return Ok(true),
+            },
+            NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(route)) => {
+                routes.push(route)
+            }
+            _ => {}
+        }
+    }
+    Ok(false)
 }
 
 fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
@@ -221,8 +259,9 @@ mod tests {
 
     /// The routes that name one of the Link's networks: every unicast route of the main
     /// table to a prefix of /8 (IPv4) or /16 (IPv6) or narrower, on-link or through a
-    /// gateway. Not the default routes, a VPN's halves of the internet, other tables'
-    /// routes (policy routing, the local table), nor routes that are not unicast.
+    /// gateway, and every local or anycast route of the local and main tables. Not the
+    /// default routes, a VPN's halves of the internet, other tables' routes (policy
+    /// routing), nor other kinds of route.
     #[test]
     fn the_links_networks_are_its_routes_but_the_ways_out() {
         let main = RouteHeader::RT_TABLE_MAIN;
@@ -247,14 +286,33 @@ mod tests {
             ("128.0.0.0/1", main, RouteType::Unicast),
             ("8000::/1", main, RouteType::Unicast),
             ("2000::/3", main, RouteType::Unicast),
-            ("93.184.215.0/24", 255, RouteType::Local),
             ("93.184.215.0/24", 100, RouteType::Unicast),
+            ("93.184.215.0/24", 100, RouteType::Local),
+            ("93.184.215.0/24", 255, RouteType::Broadcast),
             ("93.184.215.0/24", main, RouteType::Unreachable),
             ("93.184.215.0/24", main, RouteType::BlackHole),
         ] {
             assert_eq!(
                 taken(route(dst, table, kind, false)),
                 None,
+                "{dst} {table} {kind:?}"
+            );
+        }
+        // What the Link delivers to itself is its own at any length, a default included
+        // (before, every local route was passed over: a range the Link takes on `lo` was
+        // open to `public` jobs).
+        for (dst, table, kind) in [
+            ("93.184.216.0/24", 255, RouteType::Local),
+            ("2001:db8:5::/64", 255, RouteType::Local),
+            ("93.184.216.0/24", main, RouteType::Local),
+            ("2a01:4f8:1::/64", 255, RouteType::Anycast),
+            ("92.0.0.0/7", 255, RouteType::Local),
+            ("0.0.0.0/0", 255, RouteType::Local),
+            ("::/0", 255, RouteType::Local),
+        ] {
+            assert_eq!(
+                taken(route(dst, table, kind, false)).as_deref(),
+                Some(dst),
                 "{dst} {table} {kind:?}"
             );
         }
@@ -265,6 +323,55 @@ mod tests {
         let mut other = route("93.184.215.0/24", main, RouteType::Unicast, false);
         other.attributes.push(RouteAttribute::Table(51820));
         assert_eq!(taken(other), None);
+    }
+
+    fn datagram(payloads: Vec<NetlinkPayload<RouteNetlinkMessage>>) -> Vec<u8> {
+        let mut out = Vec::new();
+        for payload in payloads {
+            let mut m = NetlinkMessage::new(netlink_packet_core::NetlinkHeader::default(), payload);
+            m.header.sequence_number = 1;
+            m.finalize();
+            let mut buf = vec![0u8; m.buffer_len()];
+            m.serialize(&mut buf);
+            buf.resize((buf.len() + 3) & !3, 0);
+            out.extend(buf);
+        }
+        out
+    }
+
+    /// A dump the kernel ends with an error in its DONE (a route it could not fit, say) is
+    /// an error, not the routes it sent before: without them a job could reach the Link's
+    /// own network. Before, the DONE's code was not read.
+    #[test]
+    fn a_dump_ended_with_an_error_is_an_error_not_a_shorter_list() {
+        let r = route(
+            "93.184.215.0/24",
+            RouteHeader::RT_TABLE_MAIN,
+            RouteType::Unicast,
+            false,
+        );
+        let new_route = || NetlinkPayload::InnerMessage(RouteNetlinkMessage::NewRoute(r.clone()));
+        let done = |code: i32| {
+            let mut d = netlink_packet_core::DoneMessage::default();
+            d.code = code;
+            NetlinkPayload::Done(d)
+        };
+        let (mut routes, mut interrupted) = (Vec::new(), false);
+        let failed = dump_datagram(
+            &datagram(vec![new_route(), done(-libc::EMSGSIZE)]),
+            &mut routes,
+            &mut interrupted,
+        );
+        assert_eq!(
+            failed.map_err(|e| e.raw_os_error()).err(),
+            Some(Some(libc::EMSGSIZE))
+        );
+        let (mut routes, mut interrupted) = (Vec::new(), false);
+        let more = dump_datagram(&datagram(vec![new_route()]), &mut routes, &mut interrupted);
+        assert!(!more.expect("a datagram of routes"), "the dump goes on");
+        let ended = dump_datagram(&datagram(vec![done(0)]), &mut routes, &mut interrupted);
+        assert!(ended.expect("a whole dump"));
+        assert_eq!((routes.len(), interrupted), (1, false));
     }
 
     /// The kernel's own answer: the main table of this namespace, as `ip` reads it.
