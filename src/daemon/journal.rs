@@ -421,7 +421,7 @@ impl Journal {
             )
         };
         match (file_id(&self.path), open.file) {
-            (Ok(now), Some(ours)) if now == ours => Ok(()),
+            (Ok(now), Some(ours)) if now == ours => self.keep_side_files(open),
             (Ok(_), Some(_)) => Err(replaced()),
             (Ok(_), None) if write_back_copy(&self.path).exists() => Err(replaced()),
             (Ok(_), None) => {
@@ -457,6 +457,44 @@ impl Journal {
             }
             (Err(e), _) => Err(io_error(&format!("cannot inspect {p}"), e)),
         }
+    }
+
+    /// Keeps the `-wal` and `-shm` files beside the journal. The `-wal` holds every commit
+    /// since the last checkpoint: removed on its own (a cleaner taking "temporary" files),
+    /// SQLite goes on writing into the unlinked file, and a crash loses those answers. So
+    /// when either is gone, everything is checkpointed into the database file (synced),
+    /// the connection closed (its close unlinks no one else's `-wal`: there is none yet)
+    /// and opened again, which makes both anew. A new connection that cannot be opened
+    /// leaves none (writes wait; reads go to the file, which holds everything), and the
+    /// next call opens it.
+    fn keep_side_files(&self, open: &mut Open) -> Result<(), JournalError> {
+        let gone = ["-wal", "-shm"].into_iter().find(|ext| {
+            let mut name = self.path.clone().into_os_string();
+            name.push(ext);
+            matches!(std::fs::symlink_metadata(&name), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        });
+        let Some(ext) = gone else {
+            return Ok(());
+        };
+        let p = self.path.display();
+        tracing::error!(journal = %p, side_file = ext, "a side file of the journal was removed while the daemon ran; checkpointing the journal into its file and opening it again");
+        let busy: i64 = open.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
+        if busy != 0 {
+            return Err(JournalError::new(
+                Trouble::Io,
+                format!(
+                    "the {ext} file of {p} was removed and the journal could not be \
+                     checkpointed into its file (it is busy); tried again within a second"
+                ),
+            ));
+        }
+        let placeholder = Connection::open_in_memory()?;
+        drop(std::mem::replace(&mut open.conn, placeholder));
+        open.file = None;
+        open.conn = connect(&self.path)?;
+        open.file = Some(file_id(&self.path).map_err(|e| io_error("cannot inspect", e))?);
+        tracing::warn!(journal = %p, "the journal is open again, with its side files");
+        Ok(())
     }
 
     /// Writes the open database back to the path: a complete copy beside it (`VACUUM

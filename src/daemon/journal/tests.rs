@@ -284,6 +284,41 @@ fn a_removed_journal_is_written_back_with_every_job() {
     }
 }
 
+/// A side file removed on its own (a cleaner taking the `-wal` as a temporary file): the
+/// journal checkpoints into its file and opens again, so what it held and what it takes
+/// next are in files at the path, where a restart after a crash reads them. Before, only
+/// the database file was watched: SQLite wrote on into the unlinked `-wal`, and a crash
+/// lost every answer since the last checkpoint (a restart ran those jobs again).
+#[test]
+fn a_removed_side_file_is_made_anew_and_nothing_is_left_in_the_removed_one() {
+    for removed in [&["-wal"][..], &["-shm"], &["-wal", "-shm"]] {
+        let (tmp, path, j, run) = a_journal();
+        let side = |ext: &str| tmp.path().join(format!("{FILE_NAME}{ext}"));
+        j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+        j.finish(&ok("a")).unwrap();
+        for ext in removed {
+            std::fs::remove_file(side(ext)).unwrap();
+        }
+        j.check_file().unwrap();
+        for ext in ["-wal", "-shm"] {
+            assert!(side(ext).is_file(), "{removed:?}: {ext} is not made anew");
+        }
+        j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
+        // What a restart would read, from the files at the path.
+        let other = Journal::open(&path).unwrap();
+        assert_eq!(done(&other, "a"), Some(Status::Ok), "{removed:?}");
+        assert_eq!(
+            other.get("b").unwrap(),
+            Some(Entry::Accepted),
+            "{removed:?}"
+        );
+        drop(other);
+        // The daemon's own connection still writes where the others read.
+        j.finish(&ok("b")).unwrap();
+        assert_eq!(done(&Journal::open(&path).unwrap(), "b"), Some(Status::Ok));
+    }
+}
+
 #[test]
 fn a_removal_is_noticed_without_a_write() {
     let (_tmp, path, j, run) = a_journal();
