@@ -337,9 +337,6 @@ impl Jobs {
     }
 
     pub async fn submit(self: &Arc<Self>, body: &[u8]) -> Submitted {
-        if self.stopping.is_cancelled() {
-            return Submitted::Stopping;
-        }
         // The one door, once: `args.input` is never parsed into a value on the way. Its
         // verdict waits for the id's own checks below.
         let door = job::admit(body, &self.bounds);
@@ -380,7 +377,14 @@ impl Jobs {
         let accepted_at = Instant::now();
         match self.journaled(&id).await.map(admit::prior) {
             Ok(prior) => {
-                if let Some(answer) = self.answer_of_prior(&id, &reservation, net, prior) {
+                // Stopping, the runner takes nothing new; an id it has answered still
+                // gets its answer, as a look at it would.
+                let answered = matches!(prior, Prior::Answered(_) | Prior::Pruned(_));
+                if self.stopping.is_cancelled() && !answered {
+                    self.forget(&id, &reservation, JobState::Pending);
+                    return Submitted::Stopping;
+                }
+                if let Some(answer) = self.answer_of_prior(&id, &reservation, net, prior).await {
                     return answer;
                 }
             }
@@ -445,7 +449,7 @@ impl Jobs {
                         let prior = self.journaled(&id).await.map(admit::prior);
                         if let Ok(prior) = prior {
                             if let Some(answer) =
-                                self.answer_of_prior(&id, &reservation, net, prior)
+                                self.answer_of_prior(&id, &reservation, net, prior).await
                             {
                                 return answer;
                             }
@@ -525,7 +529,7 @@ impl Jobs {
     /// The answer to a submission of an id the journal holds (`prior`): its result, a
     /// pruned id's refusal, or (memory and journal disagree) `duplicate`; `None` for an id
     /// the journal does not know.
-    fn answer_of_prior(
+    async fn answer_of_prior(
         &self,
         id: &str,
         reservation: &Arc<LiveJob>,
@@ -535,9 +539,29 @@ impl Jobs {
         let r = match prior {
             Prior::New => return None,
             Prior::Answered(r) => *r,
-            // Only possible if memory and journal disagree; never run it twice.
+            // Only possible if memory and journal disagree (an acceptance reported failed
+            // after its row went in); never run it twice. The answer is written to the row
+            // before it is given: a later look, a restart's recovery or another submission
+            // then find the same one. Not written, none is given.
             Prior::Conflict => {
-                JobResult::not_run(id, Reason::Duplicate, admit::CONFLICT, net, self.node())
+                let r = Arc::new(JobResult::not_run(
+                    id,
+                    Reason::Duplicate,
+                    admit::CONFLICT,
+                    net,
+                    self.node(),
+                ));
+                let rr = r.clone();
+                let written = self.blocking(move |j| j.finish(&rr)).await;
+                if let Some(Ok(())) = written {
+                    self.journal_outcome(&Ok(()));
+                    return Some(self.release(id, reservation, r));
+                }
+                let msg = journal_failure(written);
+                tracing::error!(job_id = %id, error = %msg, "cannot journal the answer to an id the journal holds unanswered");
+                self.journal_outcome(&Err(msg.clone()));
+                self.forget(id, reservation, JobState::Pending);
+                return Some(Submitted::JournalUnavailable(msg));
             }
             Prior::Pruned(p) => {
                 let msg = self.pruned_message(id, &p);

@@ -509,6 +509,12 @@ async fn a_stop_ends_the_queue_then_kills_the_running_job_after_the_grace_as_shu
         d.jobs.submit(&body("c")).await,
         Submitted::Stopping
     ));
+    assert!(d.jobs.handle("c").is_none(), "nothing of c is kept");
+    // An id the runner answered gets its answer while it stops, as a look at it does.
+    // Before, every submission got 503 `shutting_down`.
+    let again = ended(d.jobs.submit(&body("a")).await);
+    assert_eq!(again.as_ref(), &*ra, "the journal's answer for a");
+    assert_eq!(d.jobs.load(), (0, 0));
     assert_eq!(stand.runs(), 1);
 }
 
@@ -778,6 +784,25 @@ async fn a_waiting_submission_answers_as_a_later_one_when_the_first_was_dropped_
     let later = ended(d.jobs.submit(&body("half")).await);
     assert_eq!(reason(&waited), (Status::Internal, Some("duplicate")));
     assert_eq!(reason(&later), reason(&waited), "one answer for one id");
+    // The answer is the journal's, for a look and after a restart. Before, it was given and
+    // not written: the id was `queued` for good, and `runner_restarted` after a restart.
+    match d.jobs.lookup("half").await {
+        Ok(Some(e)) => assert_eq!(e.state, "done", "{e:?}"),
+        other => panic!("the id's answer is not the journal's: {other:?}"),
+    }
+    let recovered = d
+        .jobs
+        .blocking(|j| j.recover(crate::daemon::journal::restarted))
+        .await
+        .expect("the journal task")
+        .expect("recover");
+    assert!(recovered.is_empty(), "recovered: {recovered:?}");
+    let after = ended(d.jobs.submit(&body("half")).await);
+    assert_eq!(
+        reason(&after),
+        reason(&waited),
+        "one answer after a restart too"
+    );
     assert_eq!(stand.runs(), 0);
 }
 
