@@ -214,33 +214,30 @@ pub fn runner_nice() -> libc::c_int {
 }
 
 /// The nice value a warm sandbox waits at: [`WARM_NICE`] above the runner's, at most 19;
-/// the runner's own when it could not be set back at the hand-over. Lowering a nice value
-/// takes CAP_SYS_NICE (which pid 1 has only when the runner has it) or an RLIMIT_NICE that
-/// allows it; without either every hand-over would fail and each job run cold after a
-/// wasted warm-up (a container without the capability, say), so the sandbox waits at the
-/// runner's priority instead.
+/// the runner's own when it could not be set back at the hand-over.
 fn warm_nice() -> libc::c_int {
-    let own = runner_nice();
-    if can_lower_nice_to(own) {
-        (own + WARM_NICE).min(19)
-    } else {
-        own
-    }
-}
-
-/// Whether this process could set a nice value it raised back down to `nice`.
-fn can_lower_nice_to(nice: libc::c_int) -> bool {
     let capable = caps::has_cap(
         None,
         caps::CapSet::Effective,
         caps::Capability::CAP_SYS_NICE,
     )
     .unwrap_or(false);
-    // RLIMIT_NICE's ceiling is `20 - limit` (a limit of 20 allows nice 0).
-    let allowed = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NICE)
-        .map(|(soft, _)| i64::try_from(soft).unwrap_or(i64::MAX) >= 20 - i64::from(nice))
-        .unwrap_or(false);
-    capable || allowed
+    nice_to_wait_at(runner_nice(), capable)
+}
+
+/// The nice value a warm sandbox waits at, for a runner at `own`: raised only when pid 1
+/// can set the tool's back at the hand-over, which takes CAP_SYS_NICE (pid 1 has it only
+/// when the runner has it). An RLIMIT_NICE that would let a process lower its own value
+/// does not do: the tool runs as another uid, and the kernel lets only the capability set
+/// another uid's priority. Without it every hand-over would fail and each job run cold
+/// after a wasted warm-up (a container without the capability, say), so the sandbox
+/// waits at the runner's priority instead.
+fn nice_to_wait_at(own: libc::c_int, cap_sys_nice: bool) -> libc::c_int {
+    if cap_sys_nice {
+        (own + WARM_NICE).min(19)
+    } else {
+        own
+    }
 }
 
 /// Runs the init stage on `plan_bytes` (see `sandbox::init::encode_plan`), feeding

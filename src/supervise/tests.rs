@@ -372,3 +372,16 @@ async fn stderr_loses_the_preloads_records_and_tells_the_gate_and_the_end() {
     assert_eq!(end_rx.await, Ok(3));
     assert!(gate_rx.await.is_err());
 }
+
+/// A warm sandbox waits below the runner's priority only when pid 1 can set the tool's
+/// back (CAP_SYS_NICE), never on RLIMIT_NICE alone: with a raised limit and no capability,
+/// every hand-over failed at `setpriority` on the tool (another uid) and each job ran cold
+/// after a wasted warm-up. This machine cannot raise RLIMIT_NICE (no CAP_SYS_RESOURCE), so
+/// the decision is tested here, on its inputs.
+#[test]
+fn a_warm_sandbox_waits_lower_only_with_the_capability() {
+    assert_eq!(nice_to_wait_at(0, true), WARM_NICE);
+    assert_eq!(nice_to_wait_at(15, true), 19);
+    assert_eq!(nice_to_wait_at(0, false), 0);
+    assert_eq!(nice_to_wait_at(5, false), 5);
+}
