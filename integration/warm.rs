@@ -294,7 +294,10 @@ fn node_of(cgroup: &str, ended: &dyn Fn() -> bool) -> Option<(i32, u64)> {
                 .any(|l| l.starts_with("NSpid:") && l.trim_end().ends_with("\t2"));
             let laid =
                 std::fs::symlink_metadata(format!("/proc/{}/root/runtime/main", p.pid)).is_ok();
-            if pid2 && laid {
+            // Node's process, not the init stage's before its exec.
+            let node = std::fs::read_link(format!("/proc/{}/exe", p.pid))
+                .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == "node"));
+            if pid2 && laid && node {
                 std::thread::sleep(std::time::Duration::from_millis(500));
                 return Some((p.pid, p.uid));
             }
@@ -467,6 +470,26 @@ fn a_warm_sandboxs_pid_one_holds_nothing_once_the_tool_may_run() {
     assert_eq!(host["pid1_privileges"], pid_one_shed(), "{host}");
     environ_reader_reads_a_dumpable_process();
     setup.assert_clean(&["warm-shed"]);
+}
+
+/// A cold job's tool waits before its exec until pid 1 has shed its privileges: the test
+/// hook `runner.hand_over_pause_ms` holds a cold job's pid 1 between forking the tool and
+/// its shed, and by the time the host sees Node, pid 1 holds nothing. Before, the tool's
+/// process went on to exec Node at once (the go byte follows the plan), and a pid 1 slow
+/// to be scheduled held every capability beside the running tool.
+#[test]
+fn a_cold_jobs_pid_one_holds_nothing_once_the_tool_may_run() {
+    let setup = Setup::with(|c| c.runner.hand_over_pause_ms = 1500);
+    let (cold, host) = run_watched("cold-shed.", || {
+        setup.cold(code_job("cold-shed", VIEW, json!({"x": 1})))
+    });
+    assert_status(&cold, "ok", None);
+    assert_eq!(host["pid1_privileges"], pid_one_shed(), "{host}");
+    assert!(
+        cold["wall_ms"].as_u64().is_some_and(|w| w >= 1500),
+        "the tool waited for pid 1's shed: {cold}"
+    );
+    setup.assert_clean(&["cold-shed"]);
 }
 
 #[test]

@@ -87,10 +87,11 @@ pub struct RunnerConfig {
     /// the daemon's pool would. Only a build with the `test-hooks` feature accepts it.
     #[serde(default)]
     pub warm_every_job: bool,
-    /// Tests of the warm hand-over only: pid 1 of a warm sandbox waits this long right
-    /// after it reports the hand-over (the tool then runs), which widens the moment in
-    /// which it could still hold what it sheds. Only a build with the `test-hooks` feature
-    /// accepts it.
+    /// Tests of pid 1's shed only: pid 1 waits this long at the moment the tool could
+    /// first run beside it, which widens the moment in which it could still hold what it
+    /// sheds: a warm sandbox's pid 1 right after it reports the hand-over (the tool then
+    /// runs), a cold job's right after it forked the tool, before it sheds. Only a build
+    /// with the `test-hooks` feature accepts it.
     #[serde(default)]
     pub hand_over_pause_ms: u32,
     /// Jobs the daemon runs at once; 0 means the number of CPU cores.

@@ -567,7 +567,10 @@ impl Engine {
             warm: false,
         });
         let plan = match built {
-            Ok(p) => p,
+            Ok(mut p) => {
+                p.hand_over_pause_ms = self.config.runner.hand_over_pause_ms;
+                p
+            }
             Err(e) => {
                 remove_unused(cgroup, &job.job_id).await;
                 return self.internal(job, e);

@@ -440,18 +440,37 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) ->
         Ok(st) => st.st_dev,
         Err(e) => fail("stat root", e),
     };
+    // A tool that runs once its process is set up (a cold job's: the runner's go byte
+    // follows the plan at once) waits before its exec for pid 1 to say it holds nothing
+    // (see `shed_pid_one_privileges` below): one byte on this pipe, or its end if pid 1
+    // failed. A warm sandbox's tool is held by its hand-over instead.
+    let shed = match plan.start {
+        Start::Warm => None,
+        Start::Gated | Start::Direct => match nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC) {
+            Ok(ends) => Some(ends),
+            Err(e) => fail("pid 1's shed pipe", e),
+        },
+    };
     // SAFETY: still single-threaded.
     match unsafe { fork() } {
         Err(e) => fail("fork tool", e),
         Ok(ForkResult::Child) => {
-            let err = become_tool(&plan);
+            let err = become_tool(&plan, shed.map(|(read, _)| read));
             fail(err.0, err.1)
         }
         Ok(ForkResult::Parent { child }) => {
+            let shed = shed.map(|(_, write)| write);
             close_stdio();
             exec_gate::close_inherited();
             let mut ended = None;
             let mut handed = false;
+            if shed.is_some() && plan.hand_over_pause_ms > 0 {
+                // The test hook (a plan with it is refused by a build without the hooks):
+                // the tool must not start meanwhile.
+                std::thread::sleep(std::time::Duration::from_millis(
+                    plan.hand_over_pause_ms.into(),
+                ));
+            }
             if plan.start == Start::Warm {
                 match await_hand_over(child, host_root) {
                     Ok(HandOverEnd::Handed) => handed = true,
@@ -467,6 +486,10 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) ->
             // ends a sandbox whose tool has not run.
             if let Err((step, e)) = shed_pid_one_privileges() {
                 fail(step, e);
+            }
+            if let Some(shed) = shed {
+                // A tool that ended meanwhile leaves no reader: nothing to tell.
+                let _ = nix::unistd::write(&shed, &[1]);
             }
             if handed {
                 report(&Report::HandedOver);
@@ -815,14 +838,34 @@ fn step<T, E: std::fmt::Display>(name: &'static str, r: Result<T, E>) -> Result<
 }
 
 /// C: the ordered routine. Returns only on failure.
-fn become_tool(plan: &Plan) -> StepError {
-    match setup(plan) {
+fn become_tool(plan: &Plan, shed: Option<std::os::fd::OwnedFd>) -> StepError {
+    match setup(plan, shed) {
         Ok(never) => match never {},
         Err(e) => e,
     }
 }
 
-fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
+/// Waits until pid 1 says it holds no privilege: its byte, or the pipe's end when pid 1
+/// failed (or went), which ends this process before it becomes the tool.
+fn await_pid_one_shed(shed: std::os::fd::OwnedFd) -> Result<(), StepError> {
+    let mut byte = [0u8; 1];
+    loop {
+        return match nix::unistd::read(&shed, &mut byte) {
+            Ok(1) => Ok(()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => Err((
+                "await pid 1's shed",
+                "pid 1 ended before it shed its privileges".into(),
+            )),
+            Err(e) => Err(("await pid 1's shed", e.to_string())),
+        };
+    }
+}
+
+fn setup(
+    plan: &Plan,
+    shed: Option<std::os::fd::OwnedFd>,
+) -> Result<std::convert::Infallible, StepError> {
     // 0. The hand-over's pipe is pid 1's: the tool never holds it, not even before exec.
     if plan.start == Start::Warm {
         // SAFETY: closing a descriptor of our own that nothing else in this process uses.
@@ -884,6 +927,12 @@ fn setup(plan: &Plan) -> Result<std::convert::Infallible, StepError> {
             .map(|a| CString::new(a.as_str()))
             .collect::<Result<_, _>>(),
     )?;
+    // 10a. Pid 1 holds nothing by now: the tool never runs beside a pid 1 that still
+    //     holds what a kernel bug in its reach could borrow (its setup above takes longer
+    //     than pid 1's shed, so this rarely waits).
+    if let Some(shed) = shed {
+        await_pid_one_shed(shed)?;
+    }
     // 11a. The exec gate, before the policy (whose filter refuses seccomp(2)): from here
     //     every exec is the runner's to answer, and it lets through only the next one.
     match plan.exec_gate {
