@@ -336,6 +336,7 @@ pub const PEAK_SAMPLE: Duration = Duration::from_millis(10);
 /// cgroup's own stats are read after the job was killed, when it holds nearly nothing, so
 /// without it a job killed or aborted at its memory (V8's heap ceiling) showed a peak of
 /// about 0 and was judged a crash. Stops when dropped.
+#[derive(Debug)]
 pub struct PeakSampler {
     peak: Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,

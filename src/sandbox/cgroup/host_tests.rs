@@ -201,6 +201,63 @@ fn real_job_holds_its_process_measures_it_and_kills_it() {
     assert_gone(&host, &paths, &name);
 }
 
+/// A warm sandbox's hand-over starts the job's memory peak again, on every kernel: what
+/// its start took before (here a 64 MiB buffer, freed) is not the job's. v1 resets its
+/// peak in place, v2 from 6.12 keeps one per descriptor, and v2 from 5.19 to 6.11, whose
+/// peak cannot be reset, samples `memory.current` from the mark. Before, that last one
+/// gave the cgroup's whole peak, warm-up included.
+#[tokio::test]
+async fn real_hand_over_mark_starts_the_memory_peak_again() {
+    let Some(host) = real_host("real_hand_over_mark_starts_the_memory_peak_again") else {
+        return;
+    };
+    let name = unique("mark");
+    let job = host
+        .create_job(
+            &name,
+            &CgroupLimits {
+                mem_bytes: 256 * MIB,
+                pids_max: 16,
+            },
+        )
+        .expect("create job");
+    let mut child = Started::spawn(Command::new("sh").args([
+        "-c",
+        "read x; dd if=/dev/zero of=/dev/null bs=64M count=1 2>/dev/null; exec sleep 30",
+    ]));
+    let pid = child.pid();
+    job.add_process(pid).expect("add the child");
+    child.release();
+    let slept = wait_until(Duration::from_secs(10), || {
+        fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+    });
+    assert!(slept, "the child never reached sleep");
+    let kept_peak = job
+        .paths()
+        .iter()
+        .any(|d| d.join("memory.peak").exists() || d.join("memory.max_usage_in_bytes").exists());
+    if kept_peak {
+        let before = job.stats().mem_peak_bytes;
+        assert!(
+            before >= 60 * MIB,
+            "the start's 64 MiB is in the peak: {before}"
+        );
+    }
+    let mut mark = job.mark_hand_over();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let peak = mark
+        .peak_since()
+        .unwrap_or_else(|| job.stats().mem_peak_bytes);
+    assert!(
+        peak > 0 && peak < 32 * MIB,
+        "the job's peak since the mark: {peak}"
+    );
+    job.kill_all().expect("kill_all");
+    let paths = job.paths().to_vec();
+    job.remove().expect("remove");
+    assert_gone(&host, &paths, &name);
+}
+
 #[test]
 fn real_memory_limit_kills_the_job_not_the_host() {
     let Some(host) = real_host("real_memory_limit_kills_the_job_not_the_host") else {

@@ -9,27 +9,41 @@ use std::io::{Read as _, Seek as _};
 pub struct HandOverMark {
     /// The cgroup's CPU time so far: the warm-up's, not the job's.
     pub cpu_ns: u64,
-    /// v2's `memory.peak`, opened and reset: the kernel keeps a peak per descriptor that
-    /// wrote to it (Linux 6.12+). None where the peak was reset in place (v1) or cannot be
-    /// (older v2 kernels: the peak then includes the warm-up's, which the same process
-    /// goes on holding anyway).
-    peak: Option<fs::File>,
+    /// Where the job's memory peak since the mark is read: v2's `memory.peak`, opened and
+    /// reset (the kernel keeps a peak per descriptor that wrote to it, Linux 6.12+), or
+    /// `memory.current` sampled from the mark where `memory.peak` cannot be reset (Linux
+    /// 5.19 to 6.11: its peak counts the warm-up's start, and pid 1's hand-over). None
+    /// where the peak was reset in place (v1), or where v2 keeps no peak at all (before
+    /// 5.19: the supervisor samples `memory.current` from the mark anyway).
+    peak: Option<Peak>,
+}
+
+#[derive(Debug)]
+enum Peak {
+    Reset(fs::File),
+    Sampled(super::PeakSampler),
 }
 
 impl HandOverMark {
-    /// The memory peak since the mark, where the kernel keeps it per descriptor.
+    /// The memory peak since the mark, where v2 cannot reset it in place.
     pub fn peak_since(&mut self) -> Option<u64> {
-        let file = self.peak.as_mut()?;
-        file.rewind().ok()?;
-        let mut text = String::new();
-        file.read_to_string(&mut text).ok()?;
-        text.trim().parse().ok()
+        match self.peak.as_mut()? {
+            Peak::Reset(file) => {
+                file.rewind().ok()?;
+                let mut text = String::new();
+                file.read_to_string(&mut text).ok()?;
+                text.trim().parse().ok()
+            }
+            Peak::Sampled(sampler) => Some(sampler.peak()),
+        }
     }
 }
 
 impl JobCgroup {
     /// Marks the hand-over of a warm sandbox: reads the CPU time so far and starts the
-    /// memory peak again (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`).
+    /// memory peak again (v1 `memory.max_usage_in_bytes`, v2 `memory.peak`, or a sampler
+    /// of v2's `memory.current` where the kernel cannot reset its peak). Needs a tokio
+    /// runtime.
     pub fn mark_hand_over(&self) -> HandOverMark {
         let cpu_ns = self.stats().cpu_ns;
         let mut peak = None;
@@ -49,9 +63,11 @@ impl JobCgroup {
                     .open(&v2)
                     .and_then(|mut f| f.write_all(b"reset\n").map(|()| f));
                 match reset {
-                    Ok(f) => peak = Some(f),
+                    Ok(f) => peak = Some(Peak::Reset(f)),
                     Err(err) => {
-                        tracing::debug!(file = %v2.display(), %err, "memory peak cannot be reset on this kernel")
+                        tracing::debug!(file = %v2.display(), %err, "memory peak cannot be reset on this kernel; sampled from the hand-over");
+                        let current = dir.join("memory.current");
+                        peak = Some(Peak::Sampled(super::PeakSampler::start(current)));
                     }
                 }
             }
