@@ -732,6 +732,54 @@ fn native_probe_other_abis_are_killed() {
     assert_host_clean("itest-probe");
 }
 
+/// The exec gate alone, with the policy's seccomp filter left out (the layer matrix's
+/// hook): an i386 call through int 0x80 and an x32 call kill the process all the same, so
+/// no other ABI's execve can pass the gate. The control leaves the gate out as well: the
+/// same calls (a getpid each) then return, so it is the gate that kills. Before, the gate
+/// let every other ABI through and relied on the policy's filter.
+#[test]
+fn native_probe_other_abis_are_killed_by_the_exec_gate_alone() {
+    use openvibe_skill_runner::fault::Layer;
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    let (dir, exe) = compile_probe();
+    for (omit, gate) in [
+        (vec![Layer::Seccomp], true),
+        (vec![Layer::Seccomp, Layer::ExecGate], false),
+    ] {
+        let mut config = hermetic_engine_config(state.path());
+        config.runner.omit_layers = omit;
+        let engine = Engine::start(config)
+            .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+            .with_probe_executable(exe.to_path_buf())
+            .with_runner_executable(PathBuf::from(INIT));
+        for (mode, marker) in [
+            ("int80", "probe: int80: about to"),
+            ("x32", "probe: x32: about to"),
+        ] {
+            let r = run_probe(&engine, &format!("itest-probe-gate-{mode}"), mode);
+            assert!(
+                r["stderr"].as_str().unwrap_or("").contains(marker),
+                "{mode}: the probe reached the call: {r:#}"
+            );
+            if gate {
+                assert_status(&r, "error", Some("signal"));
+                assert_eq!(r["signal"], "SIGSYS", "{mode}: killed by the gate: {r:#}");
+            } else {
+                assert_status(&r, "ok", None);
+                assert!(
+                    r["output"][format!("{mode}_survived")].is_i64(),
+                    "{mode}: without the gate the call returns: {r:#}"
+                );
+            }
+        }
+    }
+    assert_probe_dir_untouched(dir.path());
+    state.assert_clean();
+    assert_host_clean("itest-probe");
+}
+
 /// Two jobs at once: one binds an abstract unix socket, the other sends to that name.
 /// Each job has its own network namespace (abstract names live there) and landlock
 /// scoping behind it, so nothing arrives; the control shows the listener reaches itself.

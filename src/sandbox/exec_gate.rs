@@ -29,7 +29,8 @@
 
 use crate::bpf::sock_filter as ins;
 use crate::bpf::{
-    AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_LD_W_ABS, BPF_RET_K, SECCOMP_DATA_ARCH, SECCOMP_DATA_NR,
+    AUDIT_ARCH_X86_64, BPF_JMP_JEQ_K, BPF_JMP_JGE_K, BPF_LD_W_ABS, BPF_RET_K, SECCOMP_DATA_ARCH,
+    SECCOMP_DATA_NR, X32_SYSCALL_BIT,
 };
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
@@ -37,17 +38,21 @@ use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 /// The descriptor the init stage receives its end of the gate socket on.
 pub const GATE_FD: i32 = 5;
 
-/// The gate's program: execve and execveat of x86_64 go to the runner, everything else is
-/// allowed (and left to the policy's filter, installed after it). Another ABI is let
-/// through here and killed by the policy's filter.
-const PROGRAM: [libc::sock_filter; 7] = [
+/// The gate's program: execve and execveat of x86_64 go to the runner, every other x86_64
+/// call is allowed (and left to the policy's filter, installed after it). Another ABI
+/// (i386 through `int 0x80`, whose execve is 11) and x32 calls (numbers from
+/// `X32_SYSCALL_BIT`, x32's execve among them) kill the process, as the policy's filter
+/// does: the gate alone holds every way to an exec, with the policy left out too.
+const PROGRAM: [libc::sock_filter; 9] = [
     ins(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_ARCH),
-    ins(BPF_JMP_JEQ_K, 0, 3, AUDIT_ARCH_X86_64),
+    ins(BPF_JMP_JEQ_K, 0, 6, AUDIT_ARCH_X86_64),
     ins(BPF_LD_W_ABS, 0, 0, SECCOMP_DATA_NR),
+    ins(BPF_JMP_JGE_K, 4, 0, X32_SYSCALL_BIT),
     ins(BPF_JMP_JEQ_K, 2, 0, libc::SYS_execve as u32),
     ins(BPF_JMP_JEQ_K, 1, 0, libc::SYS_execveat as u32),
     ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
     ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_USER_NOTIF),
+    ins(BPF_RET_K, 0, 0, libc::SECCOMP_RET_KILL_PROCESS),
 ];
 
 /// Installs the gate's filter on the calling thread and returns its listener. The caller
@@ -58,7 +63,7 @@ pub fn install() -> io::Result<OwnedFd> {
         len: PROGRAM.len() as u16,
         filter: PROGRAM.as_ptr() as *mut libc::sock_filter,
     };
-    // SAFETY: seccomp(2) reads `prog`, which points at PROGRAM (static, 7 instructions) and
+    // SAFETY: seccomp(2) reads `prog`, which points at PROGRAM (static, 9 instructions) and
     // outlives the call; it returns a new descriptor or -1.
     let fd = unsafe {
         libc::syscall(

@@ -23,6 +23,9 @@ fn the_program_sends_exactly_execve_and_execveat() {
                 BPF_JMP_JEQ_K => {
                     pc += if acc == i.k { i.jt } else { i.jf } as usize;
                 }
+                BPF_JMP_JGE_K => {
+                    pc += if acc >= i.k { i.jt } else { i.jf } as usize;
+                }
                 BPF_RET_K => return i.k,
                 other => panic!("unexpected instruction {other:#x}"),
             }
@@ -32,22 +35,37 @@ fn the_program_sends_exactly_execve_and_execveat() {
     let x86 = AUDIT_ARCH_X86_64;
     assert_eq!(run(x86, 59), libc::SECCOMP_RET_USER_NOTIF);
     assert_eq!(run(x86, 322), libc::SECCOMP_RET_USER_NOTIF);
-    for nr in [
-        0,
-        1,
-        56,
-        57,
-        58,
-        60,
-        321,
-        323,
-        59 | 0x4000_0000,
-        520 | 0x4000_0000,
-    ] {
+    for nr in [0, 1, 56, 57, 58, 60, 321, 323, 0x3fff_ffff] {
         assert_eq!(run(x86, nr), libc::SECCOMP_RET_ALLOW, "nr {nr}");
     }
-    // i386's execve is 11: another arch is left to the policy (which kills it).
-    assert_eq!(run(0x4000_0003, 11), libc::SECCOMP_RET_ALLOW);
+    // x32's calls (its execve is 520 | 0x40000000, execveat 545 | 0x40000000) and another
+    // arch (i386's execve is 11, through int 0x80) are killed by the gate itself, as the
+    // policy kills them: before, the gate let them through and relied on the policy.
+    for nr in [
+        59 | 0x4000_0000,
+        520 | 0x4000_0000,
+        545 | 0x4000_0000,
+        0x4000_0000,
+        u32::MAX,
+    ] {
+        assert_eq!(
+            run(x86, nr),
+            libc::SECCOMP_RET_KILL_PROCESS,
+            "x32 nr {nr:#x}"
+        );
+    }
+    for (arch, nr) in [
+        (0x4000_0003, 11),
+        (0x4000_0003, 0),
+        (0, 59),
+        (0xc000_00b7, 221),
+    ] {
+        assert_eq!(
+            run(arch, nr),
+            libc::SECCOMP_RET_KILL_PROCESS,
+            "arch {arch:#x} nr {nr}"
+        );
+    }
     assert!(kernel_support().is_ok(), "{:?}", kernel_support());
 }
 
