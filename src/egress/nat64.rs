@@ -101,9 +101,15 @@ pub fn asks(net: Net) -> bool {
 
 impl Nat64 {
     /// What a job learned from `lookup`: an answer or a definite "no such record" is
-    /// known, anything else leaves the prefixes unknown (and the job on IPv4).
+    /// known, anything else leaves the prefixes unknown (and the job on IPv4). So does an
+    /// answer with an address that carries neither well-known address in any of RFC
+    /// 6052's forms: the network synthesises addresses in a layout the runner cannot
+    /// read, and an IPv6 address of the job's might reach a private IPv4 one through it.
     pub fn learned(lookup: &Lookup) -> Nat64 {
         match lookup {
+            Lookup::Answered(answers) if answers.iter().any(|a| prefixes_of(&[*a]).is_empty()) => {
+                Nat64::Unknown
+            }
             Lookup::Answered(answers) => Nat64::Known(prefixes_of(answers)),
             Lookup::NoRecord => Nat64::Known(Vec::new()),
             Lookup::Failed(_) => Nat64::Unknown,
@@ -226,5 +232,18 @@ mod tests {
             Nat64::learned(&Lookup::Failed("SERVFAIL".into())),
             Nat64::Unknown
         );
+        // An address of a layout the runner cannot read (no well-known address in any
+        // RFC 6052 form, alone or beside one it can): before, no prefix and IPv6 open.
+        for answers in [
+            vec![v6("2001:db8::1")],
+            vec![v6("2001:db8:122:344::c000:ac")],
+            vec![v6("64:ff9b::c000:aa"), v6("2001:db8::1")],
+        ] {
+            assert_eq!(
+                Nat64::learned(&Lookup::Answered(answers.clone())),
+                Nat64::Unknown,
+                "{answers:?}"
+            );
+        }
     }
 }
