@@ -3,7 +3,8 @@
 //! preload (`Engine::without_node_hardening`), as a compromised Node would, under the very
 //! same sandbox otherwise. `process.execve` of Node through `/proc/self/exe` and its own
 //! path, of the loader with Node as argument, and `child_process.spawnSync` of Node are each
-//! tried in every net mode; none may start a program. The skill is `test-skills/exec-routes`
+//! tried in every net mode; none may start a program (spawnSync is stopped by seccomp first,
+//! and by the gate alone with seccomp left out). The skill is `test-skills/exec-routes`
 //! (its `cases.json` has the same routes with the permission model on).
 //!
 //! Every target only prints `{"exec_landed": ROUTE}`: an exec that went through says so.
@@ -85,7 +86,8 @@ fn javascript_without_the_permission_model_cannot_exec_in_any_net_mode() {
             net,
         );
         // Node started (its first exec went through) without its permission model, and
-        // spawnSync was refused by the kernel's answer, not by Node.
+        // spawnSync was refused by the kernel's answer, not by Node: here by seccomp,
+        // whose `clone` makes threads only, before any exec (below for the gate).
         assert_status(&r, "ok", None);
         assert_eq!(r["output"]["permission_model"], false, "{net}: {r:#}");
         assert_eq!(
@@ -93,6 +95,53 @@ fn javascript_without_the_permission_model_cannot_exec_in_any_net_mode() {
             json!({"blocked": true, "code": "EPERM"}),
             "{net}: {r:#}"
         );
+    }
+    state.assert_clean();
+    assert_host_clean("itest-exec-gate");
+}
+
+/// spawnSync with the policy's seccomp filter left out (the layer matrix's hook): the fork
+/// happens, and the child's exec is the gate's to answer, `EPERM`. The control leaves the
+/// gate out as well: the same spawn then starts the second Node (it only prints that it
+/// landed), so it is the gate that refuses. Before, the spawn case above was refused by
+/// seccomp alone, and no test showed the gate stopping a spawn.
+#[test]
+fn a_spawn_that_forks_is_refused_by_the_exec_gate_alone() {
+    use openvibe_skill_runner::fault::Layer;
+    require_host();
+    let _h = exclusive();
+    let state = State::new();
+    for (omit, gate) in [
+        (vec![Layer::Seccomp], true),
+        (vec![Layer::Seccomp, Layer::ExecGate], false),
+    ] {
+        let mut config = hermetic_engine_config(state.path());
+        config.runner.omit_layers = omit;
+        let engine = Engine::start(config)
+            .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+            .with_runner_executable(PathBuf::from(BIN))
+            .without_node_hardening();
+        let loader = engine.runtime.loader.clone().expect("the loader");
+        let loader = loader.display().to_string();
+        let r = run_route(
+            &engine,
+            "itest-exec-gate-spawn-alone",
+            "spawn_sync",
+            &loader,
+            "deny",
+        );
+        assert_status(&r, "ok", None);
+        assert_eq!(r["output"]["permission_model"], false, "{r:#}");
+        let spawn = &r["output"]["spawn_sync"];
+        if gate {
+            assert_eq!(spawn, &json!({"blocked": true, "code": "EPERM"}), "{r:#}");
+        } else {
+            assert_eq!(spawn["blocked"], false, "{r:#}");
+            assert!(
+                spawn["out"].as_str().unwrap_or("").contains("exec_landed"),
+                "without the gate the spawn starts its program: {r:#}"
+            );
+        }
     }
     state.assert_clean();
     assert_host_clean("itest-exec-gate");
