@@ -717,26 +717,51 @@ mod tests {
         }
         // Each hang-up came before the daemon took the job (nothing of it is left) or after
         // (the job is decided): never half-way.
+        let send = |id: &str| {
+            let body = crate::daemon::admit::tests::body(id);
+            let jobs = jobs.clone();
+            async move {
+                let sent = tokio::time::timeout(Duration::from_secs(2), jobs.submit(&body)).await;
+                match sent {
+                    Ok(super::super::jobs::Submitted::Done(r)) => r,
+                    Ok(super::super::jobs::Submitted::State(h)) => {
+                        h.done().await.expect("the job ends")
+                    }
+                    Ok(_) => panic!("sent again, an error"),
+                    Err(_) => panic!("sent again, not answered within 2 s"),
+                }
+            }
+        };
         for id in &ids {
             let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
-            loop {
-                let state = jobs.lookup(id).await.ok().flatten().map(|e| e.state);
-                if matches!(state, None | Some("done")) {
-                    break;
+            let held = loop {
+                let envelope = jobs.lookup(id).await.ok().flatten();
+                match envelope.as_ref().map(|e| e.state) {
+                    None => break None,
+                    Some("done") => break envelope.and_then(|e| e.result),
+                    state => assert!(
+                        tokio::time::Instant::now() < deadline,
+                        "{id} is still {state:?} 5 s after its caller hung up"
+                    ),
                 }
-                assert!(
-                    tokio::time::Instant::now() < deadline,
-                    "{id} is still {state:?} 5 s after its caller hung up"
-                );
                 tokio::time::sleep(Duration::from_millis(20)).await;
+            };
+            // Decided: sent again, the same answer. Not taken: sent again, it is taken
+            // now, and that answer stays. Never a second run of a decided id.
+            let again = send(id).await;
+            if let Some(held) = held {
+                assert_eq!(*again, *held, "{id}: one answer");
             }
-            tokio::time::timeout(
-                Duration::from_secs(2),
-                jobs.submit(&crate::daemon::admit::tests::body(id)),
-            )
-            .await
-            .unwrap_or_else(|_| panic!("{id} sent again was not answered within 2 s"));
+            assert_eq!(*send(id).await, *again, "{id}: one answer");
         }
+        let rows: u64 = jobs
+            .journal()
+            .census()
+            .unwrap()
+            .iter()
+            .map(|(_, _, n)| n)
+            .sum();
+        assert_eq!(rows, ids.len() as u64, "one journal row for each id");
         let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
         while jobs.load() != (0, 0) {
             assert!(
