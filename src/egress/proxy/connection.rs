@@ -263,7 +263,7 @@ pub(super) async fn lookup(job: &ServedJob, name: &str) -> Resolution {
                 }
                 return Resolution::NxDomain;
             }
-            let addrs: Vec<IpAddr> = lookup.iter().collect();
+            let addrs = addresses_kept(lookup.iter());
             if addrs.is_empty() {
                 Resolution::NoRecords
             } else {
@@ -285,6 +285,27 @@ pub(super) async fn lookup(job: &ServedJob, name: &str) -> Resolution {
             Resolution::Failed
         }
     }
+}
+
+/// The most addresses kept for one name. An upstream the tool chooses (its own domain's
+/// nameserver, under `public`) may answer thousands over TCP, for each of the job's names,
+/// held in the daemon outside the job's cgroup. The job is only ever connected to one of
+/// the addresses kept, each checked; one past them is never reached.
+pub(super) const MAX_ADDRESSES: usize = 32;
+
+/// A name's addresses as kept: in the upstream's order, each once, at most
+/// [`MAX_ADDRESSES`].
+pub(super) fn addresses_kept(all: impl Iterator<Item = IpAddr>) -> Vec<IpAddr> {
+    let mut kept: Vec<IpAddr> = Vec::new();
+    for ip in all {
+        if kept.len() == MAX_ADDRESSES {
+            break;
+        }
+        if !kept.contains(&ip) {
+            kept.push(ip);
+        }
+    }
+    kept
 }
 
 /// Connects to exactly `to`, within the connection's time.

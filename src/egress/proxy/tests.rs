@@ -411,3 +411,21 @@ fn names_that_failed_count_against_the_jobs_names() {
     assert_eq!(rcodes, expected, "the tool's answers");
     assert_eq!(leaked.len(), CAP, "names the upstream heard: {leaked:?}");
 }
+
+/// A name's addresses are kept in the upstream's order, each once, at most
+/// `MAX_ADDRESSES`: an upstream answering thousands for each of a job's names held them
+/// all in the daemon before.
+#[test]
+fn a_names_addresses_are_kept_in_order_once_and_bounded() {
+    use super::connection::{addresses_kept, MAX_ADDRESSES};
+    use std::net::IpAddr;
+    let many = (0..5000u32).map(|i| IpAddr::from((0x5db8_0000u32 + i).to_be_bytes()));
+    let kept = addresses_kept(many);
+    assert_eq!(kept.len(), MAX_ADDRESSES);
+    assert_eq!(kept[0], IpAddr::from([93, 184, 0, 0]));
+    assert_eq!(kept[MAX_ADDRESSES - 1], IpAddr::from([93, 184, 0, 31]));
+    let a = IpAddr::from([93, 184, 215, 14]);
+    let b: IpAddr = "2606:2800:21f:cb07:6820:80da:af6b:8b2c".parse().unwrap();
+    assert_eq!(addresses_kept([a, b, a, b, a].into_iter()), vec![a, b]);
+    assert!(addresses_kept(std::iter::empty()).is_empty());
+}
