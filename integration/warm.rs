@@ -707,6 +707,50 @@ fn a_job_of_another_shape_runs_cold() {
     setup.assert_clean(&["warm-shape"]);
 }
 
+/// A warm sandbox whose cgroup reached a limit before its job (here its pids limit, met by
+/// a fork of a process this test started and put there) is not used: the job runs cold
+/// and is judged by its own run. Before, the sandbox's lifetime flag judged it: a tool
+/// that exits 1 ended `limit`/`pids` instead of `error`/`exit`.
+#[test]
+fn a_sandbox_that_reached_a_limit_before_its_job_is_not_used() {
+    use std::io::Write as _;
+    let setup = Setup::new();
+    let mut sandbox = setup.warm(Shape::default_job());
+    until_ready(&mut sandbox);
+    let pids = sandbox
+        .cgroup_paths()
+        .iter()
+        .find(|d| d.join("pids.max").exists())
+        .cloned()
+        .expect("the warm sandbox's pids cgroup");
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", "read x; /bin/true; /bin/true"])
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn sh");
+    std::fs::write(pids.join("cgroup.procs"), child.id().to_string()).expect("put sh there");
+    let current = std::fs::read_to_string(pids.join("pids.current")).expect("pids.current");
+    std::fs::write(pids.join("pids.max"), current.trim()).expect("lower pids.max");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("release sh");
+    let _ = child.wait();
+    let events = std::fs::read_to_string(pids.join("pids.events")).expect("pids.events");
+    assert!(!events.contains("max 0"), "the fork was refused: {events}");
+    let source = Given::of(vec![sandbox]);
+    let result = setup.run_with(
+        code_job("warm-limited", "process.exit(1)", json!({})),
+        &source,
+    );
+    assert_eq!(source.left(), 0, "the sandbox was taken, and discarded");
+    assert_status(&result, "error", Some("exit"));
+    setup.assert_clean(&["warm-limited"]);
+}
+
 /// Kills every process of a warm sandbox while it waits, and waits until it shows dead.
 /// Only processes this test started: those in the warm sandbox's own cgroup.
 fn kill_while_waiting(dead: &mut WarmSandbox) {

@@ -396,6 +396,18 @@ impl Engine {
             sandbox.discard().await;
             return Ok((cancelled, Removal::none()));
         }
+        // The cgroup's limit flags count over its life: a sandbox whose start or hand-over
+        // already reached a limit would have its job judged by that (a tool that exits 1
+        // ended `limit` rather than `error`). Its tool has not started (no go byte): the
+        // job runs cold instead.
+        let before = sandbox.cgroup.stats();
+        if before.memory_limit_hit || before.oom_killed || before.pids_limit_hit {
+            sandbox.discard().await;
+            return Err(format!(
+                "the warm sandbox reached a limit of its cgroup before its job started \
+                 ({before:?})"
+            ));
+        }
         // A hit, told now rather than at the job's end: the job runs in it from here.
         source.handed_over();
         let WarmSandbox {
