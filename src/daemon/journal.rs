@@ -27,11 +27,58 @@ pub struct Journal {
 }
 
 /// The connection and the identity (device, inode) of the file it writes. `file` is None
-/// while the connection is detached from the path (a write-back that did not finish):
-/// then nothing is written until the file at the path is opened again.
+/// while the connection is detached from the path (a write-back that did not finish, or
+/// a reopen after a side file was removed that failed): then nothing is written until
+/// the file at the path is opened again.
 struct Open {
     conn: Connection,
     file: Option<(u64, u64)>,
+    /// The identities of the `-wal` and `-shm` files ([`SIDES`]) as the connection made or
+    /// found them; None for one that was not there to be read.
+    sides: [Option<(u64, u64)>; 2],
+    /// While detached after a failed reopen: the file that must still be the one at the
+    /// path to be opened again (another file put there meanwhile is never adopted).
+    expect: Option<(u64, u64)>,
+}
+
+/// The side files SQLite keeps beside a database in WAL mode.
+const SIDES: [&str; 2] = ["-wal", "-shm"];
+
+/// `path` with `suffix` added to its name: the journal's side files, copy and mark.
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+impl Open {
+    /// Opens the database at `path` ([`connect`]) and reads the identities of its files.
+    fn connect(path: &Path) -> Result<Open, JournalError> {
+        let conn = connect(path)?;
+        let file = file_id(path).map_err(|e| {
+            JournalError::new(
+                Trouble::Io,
+                format!("cannot inspect {}: {e}", path.display()),
+            )
+        })?;
+        Ok(Open {
+            conn,
+            file: Some(file),
+            sides: SIDES.map(|ext| file_id(&beside(path, ext)).ok()),
+            expect: None,
+        })
+    }
+
+    /// No connection to any file (one in memory, which takes no write: every write first
+    /// checks `file`).
+    fn detached() -> Result<Open, JournalError> {
+        Ok(Open {
+            conn: Connection::open_in_memory()?,
+            file: None,
+            sides: [None, None],
+            expect: None,
+        })
+    }
 }
 
 impl std::ops::Deref for Open {
@@ -292,16 +339,12 @@ fn sync_dir(dir: &Path) -> std::io::Result<()> {
 /// database is then only in the daemon's memory (and, from its copy on, in that copy).
 /// A start that finds it and no journal knows the answers were lost (see [`Trouble::Lost`]).
 fn removed_marker(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_os_string();
-    name.push(".removed");
-    PathBuf::from(name)
+    beside(path, ".removed")
 }
 
 /// Where a journal being written back is copied first, beside it.
 fn write_back_copy(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(".write-back");
-    PathBuf::from(name)
+    beside(path, ".write-back")
 }
 
 fn io_error(what: &str, e: std::io::Error) -> JournalError {
@@ -330,10 +373,7 @@ impl Journal {
             tracing::warn!(journal = %path.display(), "putting in place the journal copy an interrupted write-back left");
             let j = Journal {
                 path: path.to_path_buf(),
-                conn: Mutex::new(Open {
-                    conn: Connection::open_in_memory()?,
-                    file: None,
-                }),
+                conn: Mutex::new(Open::detached()?),
             };
             j.put_copy_in_place(&copy)?;
         }
@@ -348,19 +388,9 @@ impl Journal {
             // Written back after all (the daemon ended before it took its mark away).
             std::fs::remove_file(&marker).map_err(|e| io_error("cannot remove the mark", e))?;
         }
-        let conn = connect(path)?;
-        let file = file_id(path).map_err(|e| {
-            JournalError::new(
-                Trouble::Io,
-                format!("cannot inspect {}: {e}", path.display()),
-            )
-        })?;
         Ok(Journal {
             path: path.to_path_buf(),
-            conn: Mutex::new(Open {
-                conn,
-                file: Some(file),
-            }),
+            conn: Mutex::new(Open::connect(path)?),
         })
     }
 
@@ -423,13 +453,12 @@ impl Journal {
         match (file_id(&self.path), open.file) {
             (Ok(now), Some(ours)) if now == ours => self.keep_side_files(open),
             (Ok(_), Some(_)) => Err(replaced()),
+            (Ok(now), None) if open.expect.is_some_and(|ours| ours != now) => Err(replaced()),
             (Ok(_), None) if write_back_copy(&self.path).exists() => Err(replaced()),
             (Ok(_), None) => {
-                // A write-back put its copy in place and could not open it: again.
-                *open = Open {
-                    conn: connect(&self.path)?,
-                    file: Some(file_id(&self.path).map_err(|e| io_error("cannot inspect", e))?),
-                };
+                // A write-back put its copy in place and could not open it, or a reopen
+                // after a side file went failed: again.
+                *open = Open::connect(&self.path)?;
                 tracing::warn!(journal = %p, "the journal written back is open again");
                 self.unmark();
                 Ok(())
@@ -461,38 +490,39 @@ impl Journal {
 
     /// Keeps the `-wal` and `-shm` files beside the journal. The `-wal` holds every commit
     /// since the last checkpoint: removed on its own (a cleaner taking "temporary" files),
-    /// SQLite goes on writing into the unlinked file, and a crash loses those answers. So
-    /// when either is gone, everything is checkpointed into the database file (synced),
-    /// the connection closed (its close unlinks no one else's `-wal`: there is none yet)
-    /// and opened again, which makes both anew. A new connection that cannot be opened
-    /// leaves none (writes wait; reads go to the file, which holds everything), and the
-    /// next call opens it.
+    /// SQLite goes on writing into the unlinked file, and a crash loses those answers. Its
+    /// identity is checked, not only its name: another program that opens the database
+    /// meanwhile (the `sqlite3` shell) makes a new one at the name. So when either is gone
+    /// or another, everything is checkpointed into the database file (synced), the
+    /// connection closed and opened again, which makes or finds both anew. Closed first:
+    /// a connection's close deletes the `-wal` at the name, which must not be the new
+    /// one's. A reopen that fails leaves the journal detached (writes wait; reads go to
+    /// the file, which holds everything), to be opened again only while the file at the
+    /// path is still this one.
     fn keep_side_files(&self, open: &mut Open) -> Result<(), JournalError> {
-        let gone = ["-wal", "-shm"].into_iter().find(|ext| {
-            let mut name = self.path.clone().into_os_string();
-            name.push(ext);
-            matches!(std::fs::symlink_metadata(&name), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
+        let gone = SIDES.iter().zip(open.sides).find_map(|(ext, made)| {
+            let made = made?;
+            (file_id(&beside(&self.path, ext)).ok() != Some(made)).then_some(*ext)
         });
         let Some(ext) = gone else {
             return Ok(());
         };
         let p = self.path.display();
-        tracing::error!(journal = %p, side_file = ext, "a side file of the journal was removed while the daemon ran; checkpointing the journal into its file and opening it again");
+        tracing::error!(journal = %p, side_file = ext, "a side file of the journal was removed or replaced while the daemon ran; checkpointing the journal into its file and opening it again");
         let busy: i64 = open.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))?;
         if busy != 0 {
             return Err(JournalError::new(
                 Trouble::Io,
                 format!(
-                    "the {ext} file of {p} was removed and the journal could not be \
-                     checkpointed into its file (it is busy); tried again within a second"
+                    "the {ext} file of {p} was removed or replaced and the journal could not \
+                     be checkpointed into its file (it is busy); tried again within a second"
                 ),
             ));
         }
-        let placeholder = Connection::open_in_memory()?;
-        drop(std::mem::replace(&mut open.conn, placeholder));
-        open.file = None;
-        open.conn = connect(&self.path)?;
-        open.file = Some(file_id(&self.path).map_err(|e| io_error("cannot inspect", e))?);
+        let ours = open.file;
+        *open = Open::detached()?;
+        open.expect = ours;
+        *open = Open::connect(&self.path)?;
         tracing::warn!(journal = %p, "the journal is open again, with its side files");
         Ok(())
     }
@@ -523,27 +553,18 @@ impl Journal {
             }
             // The copy holds everything: the old connection goes, and writes wait for
             // the new one.
-            let placeholder = Connection::open_in_memory()?;
-            drop(std::mem::replace(&mut open.conn, placeholder));
-            open.file = None;
+            *open = Open::detached()?;
         }
         self.put_copy_in_place(&copy)?;
-        *open = Open {
-            conn: connect(&self.path)?,
-            file: Some(
-                file_id(&self.path).map_err(|e| io_error("cannot inspect the new file", e))?,
-            ),
-        };
+        *open = Open::connect(&self.path)?;
         Ok(())
     }
 
     /// Renames a write-back copy to the journal's path, after removing the `-wal` and
     /// `-shm` files of the database it replaces.
     fn put_copy_in_place(&self, copy: &Path) -> Result<(), JournalError> {
-        for ext in ["-wal", "-shm"] {
-            let mut name = self.path.clone().into_os_string();
-            name.push(ext);
-            match std::fs::remove_file(&name) {
+        for ext in SIDES {
+            match std::fs::remove_file(beside(&self.path, ext)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(io_error("cannot remove the old journal's side file", e)),

@@ -319,6 +319,53 @@ fn a_removed_side_file_is_made_anew_and_nothing_is_left_in_the_removed_one() {
     }
 }
 
+/// A `-wal` removed, and made again at its name by another program that opened the
+/// database meanwhile (the `sqlite3` shell, a backup tool): the file at the name is not
+/// the journal's, which is noticed by its identity. Before the identity was checked, the
+/// name alone was, and the journal went on writing into the unlinked file.
+#[test]
+fn a_side_file_made_again_by_another_program_is_not_taken_for_the_journals() {
+    let (tmp, path, j, run) = a_journal();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    j.finish(&ok("a")).unwrap();
+    // Another program's SQLite makes an empty `-wal` at the name as it opens (one in
+    // this process would share the journal's own view of the files).
+    let wal = tmp.path().join(format!("{FILE_NAME}-wal"));
+    std::fs::remove_file(&wal).unwrap();
+    std::fs::write(&wal, b"").unwrap();
+    j.check_file().unwrap();
+    j.accept("b", run, "t", Net::Deny, None, now_ms()).unwrap();
+    // What a restart would read, from the files at the path.
+    let restart = Journal::open(&path).unwrap();
+    assert_eq!(done(&restart, "a"), Some(Status::Ok));
+    assert_eq!(restart.get("b").unwrap(), Some(Entry::Accepted));
+}
+
+/// A reopen after a side file went that fails leaves the journal detached: it is opened
+/// again only while the file at the path is still its own, never another put there.
+#[test]
+fn a_journal_detached_after_a_failed_reopen_never_adopts_another_file() {
+    let (tmp, path, j, run) = a_journal();
+    j.accept("a", run, "t", Net::Deny, None, now_ms()).unwrap();
+    {
+        let mut open = j.conn();
+        let ours = open.file;
+        *open = Open::detached().unwrap();
+        open.expect = ours;
+    }
+    // Another file takes the path's place meanwhile.
+    let other = tmp.path().join("other.sqlite3");
+    drop(Journal::open(&other).unwrap());
+    std::fs::rename(&other, &path).unwrap();
+    let refused = j.accept("b", run, "t", Net::Deny, None, now_ms());
+    assert_eq!(refused.map_err(|e| e.kind).err(), Some(Trouble::Detached));
+    assert_eq!(
+        Journal::open(&path).unwrap().get("a").unwrap(),
+        None,
+        "not ours"
+    );
+}
+
 #[test]
 fn a_removal_is_noticed_without_a_write() {
     let (_tmp, path, j, run) = a_journal();
