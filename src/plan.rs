@@ -308,7 +308,7 @@ pub struct Plan {
     /// A test hook, 0 in real use: pid 1 of a warm sandbox waits this long right after it
     /// reports the hand-over, while the tool runs (`integration/warm.rs` proves it holds
     /// nothing by then); a cold job's, right after it forked the tool and before it sheds
-    /// its privileges (`integration/jobs.rs` proves the tool has not started by then).
+    /// its privileges (`integration/warm.rs` proves the tool has not started by then).
     pub hand_over_pause_ms: u32,
 }
 

@@ -343,9 +343,11 @@ pub struct PeakSampler {
 }
 
 impl PeakSampler {
-    /// Starts reading `file` (a tokio runtime's task).
+    /// Starts reading `file` (a tokio runtime's task), with a first reading right away: a
+    /// job that ends before the task first runs has a peak all the same.
     pub fn start(file: PathBuf) -> PeakSampler {
-        let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let first = read_u64(&file).unwrap_or(0);
+        let peak = Arc::new(std::sync::atomic::AtomicU64::new(first));
         let seen = peak.clone();
         let task = tokio::spawn(async move {
             let mut every = tokio::time::interval(PEAK_SAMPLE);

@@ -488,8 +488,17 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) ->
                 fail(step, e);
             }
             if let Some(shed) = shed {
-                // A tool that ended meanwhile leaves no reader: nothing to tell.
-                let _ = nix::unistd::write(&shed, &[1]);
+                loop {
+                    match nix::unistd::write(&shed, &[1]) {
+                        Ok(_) => break,
+                        Err(nix::errno::Errno::EINTR) => continue,
+                        // A tool that ended meanwhile leaves no reader: nothing to tell.
+                        Err(nix::errno::Errno::EPIPE) => break,
+                        // Its process would wait to its wall clock: pid 1 ends it now.
+                        Err(e) => fail("tell the tool pid 1 shed its privileges", e),
+                    }
+                }
+                drop(shed);
             }
             if handed {
                 report(&Report::HandedOver);
