@@ -978,7 +978,7 @@ fn setup(
 /// Steps 2 to 5 of the routine: the job's own root, entered and sealed, as far as
 /// `plan.root_steps` says (the layer matrix may stop it early: `RootSteps`).
 fn build_root(plan: &Plan) -> Result<(), StepError> {
-    if plan.root_steps.mounts() {
+    let root: &Path = if plan.root_steps.mounts() {
         // 2. No mount event crosses between the host and the job, in either direction.
         step(
             "make mounts private",
@@ -1002,25 +1002,34 @@ fn build_root(plan: &Plan) -> Result<(), StepError> {
                 Some(size.as_str()),
             ),
         )?;
-    }
+        // From here the root is reached through the working directory, which holds the
+        // tmpfs itself, never through its host path again: a cleaner may remove that
+        // path meanwhile (the jobs folder), and a path walked again would lay the mount
+        // points on the host's disk, as root. The directory entered must be the tmpfs
+        // just mounted (a mount of its own, on another device than its parent).
+        step("chdir root", chdir(&plan.root))?;
+        step("check root", entered_own_mount())?;
+        Path::new(".")
+    } else {
+        &plan.root
+    };
     if plan.root_steps != RootSteps::Enter {
         // The layer matrix: the files where the job finds them, no root to enter.
-        write_files(&plan.root, crate::plan::SKILL_DIR, &plan.skill_files)?;
-        return write_runtime_files(&plan.root, plan);
+        write_files(root, crate::plan::SKILL_DIR, &plan.skill_files)?;
+        return write_runtime_files(root, plan);
     }
     // 4. The skill's folder, the preload and /etc, written into the job's own root (no
     //    host path behind them); then Node, its libraries, devices and /proc, each
     //    read-only.
     step(
         "create skill directory",
-        std::fs::create_dir_all(under(&plan.root, Path::new(crate::plan::SKILL_DIR))),
+        std::fs::create_dir_all(under(root, Path::new(crate::plan::SKILL_DIR))),
     )?;
-    write_runtime_files(&plan.root, plan)?;
+    write_runtime_files(root, plan)?;
     for m in &plan.mounts {
-        apply_mount(&plan.root, m)?;
+        apply_mount(root, m)?;
     }
-    // 5. Enter the root and drop the host's tree.
-    step("chdir root", chdir(&plan.root))?;
+    // 5. Enter the root (the working directory already) and drop the host's tree.
     step("pivot_root", pivot_root(".", "."))?;
     step("detach old root", umount2(".", MntFlags::MNT_DETACH))?;
     step("chdir /", chdir("/"))?;
@@ -1105,7 +1114,19 @@ fn cstring(s: &std::ffi::OsStr) -> Result<CString, std::ffi::NulError> {
     CString::new(s.as_bytes())
 }
 
-/// The path of `target` (absolute, inside the job) under the root on the host.
+/// Whether the working directory is a mount of its own (the job's root tmpfs, entered
+/// right after it was mounted): on another device than its parent.
+fn entered_own_mount() -> Result<(), String> {
+    let here = nix::sys::stat::stat(".").map_err(|e| e.to_string())?;
+    let parent = nix::sys::stat::stat("..").map_err(|e| e.to_string())?;
+    if here.st_dev == parent.st_dev {
+        return Err("the job's root is not the tmpfs just mounted (its folder was replaced or removed meanwhile)".into());
+    }
+    Ok(())
+}
+
+/// The path of `target` (absolute, inside the job) under the root: `.` (the working
+/// directory, the job's tmpfs) or, with nothing mounted, the host's folder.
 fn under(root: &Path, target: &Path) -> PathBuf {
     root.join(target.strip_prefix("/").unwrap_or(target))
 }
