@@ -148,6 +148,18 @@ pub fn hermetic_engine_config(state: &Path) -> openvibe_skill_runner::config::Co
     config
 }
 
+/// An engine on [`hermetic_engine_config`] with `omit` left out (the layer matrix's hook,
+/// test builds only), to show one layer holding alone. The caller names the executables.
+pub fn engine_omitting(
+    state: &Path,
+    omit: Vec<openvibe_skill_runner::fault::Layer>,
+) -> openvibe_skill_runner::engine::Engine {
+    let mut config = hermetic_engine_config(state);
+    config.runner.omit_layers = omit;
+    openvibe_skill_runner::engine::Engine::start(config)
+        .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+}
+
 /// The suite needs root and the pinned Node; without them it fails, loudly, rather than
 /// passing without having proved anything.
 pub fn require_host() {

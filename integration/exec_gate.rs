@@ -115,10 +115,7 @@ fn a_spawn_that_forks_is_refused_by_the_exec_gate_alone() {
         (vec![Layer::Seccomp], true),
         (vec![Layer::Seccomp, Layer::ExecGate], false),
     ] {
-        let mut config = hermetic_engine_config(state.path());
-        config.runner.omit_layers = omit;
-        let engine = Engine::start(config)
-            .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+        let engine = engine_omitting(state.path(), omit)
             .with_runner_executable(PathBuf::from(BIN))
             .without_node_hardening();
         let loader = engine.runtime.loader.clone().expect("the loader");

@@ -748,10 +748,7 @@ fn native_probe_other_abis_are_killed_by_the_exec_gate_alone() {
         (vec![Layer::Seccomp], true),
         (vec![Layer::Seccomp, Layer::ExecGate], false),
     ] {
-        let mut config = hermetic_engine_config(state.path());
-        config.runner.omit_layers = omit;
-        let engine = Engine::start(config)
-            .unwrap_or_else(|e| panic!("the engine must start on the test host: {e}"))
+        let engine = engine_omitting(state.path(), omit)
             .with_probe_executable(exe.to_path_buf())
             .with_runner_executable(PathBuf::from(INIT));
         for (mode, marker) in [

@@ -401,7 +401,7 @@ impl Engine {
         // ended `limit` rather than `error`). Its tool has not started (no go byte): the
         // job runs cold instead.
         let before = sandbox.cgroup.stats();
-        if before.memory_limit_hit || before.oom_killed || before.pids_limit_hit {
+        if before.limit_reached() {
             sandbox.discard().await;
             return Err(format!(
                 "the warm sandbox reached a limit of its cgroup before its job started \

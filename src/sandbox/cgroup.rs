@@ -149,6 +149,14 @@ pub struct CgroupStats {
     pub pids_limit_hit: bool,
 }
 
+impl CgroupStats {
+    /// Whether any limit of the cgroup was reached (memory, the OOM killer, pids): the
+    /// flags count over the cgroup's life.
+    pub fn limit_reached(&self) -> bool {
+        self.memory_limit_hit || self.oom_killed || self.pids_limit_hit
+    }
+}
+
 /// Which cgroup interface the host gives the runner.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CgroupVersion {
