@@ -678,6 +678,29 @@ fn a_warm_up_whose_folder_is_taken_fails_and_leaves_the_folder_alone() {
     setup.assert_clean(&[]);
 }
 
+/// A warm sandbox dropped without its discard, as a panic in the engine drops it, leaves
+/// no process, cgroup or folder behind (only its uid stays taken).
+#[test]
+fn a_warm_sandbox_dropped_by_a_panic_leaves_nothing_behind() {
+    let setup = Setup::new();
+    let mut sandbox = setup.warm(Shape::default_job());
+    until_ready(&mut sandbox);
+    let cgroups = sandbox.cgroup_paths().to_vec();
+    let unwound = setup.rt.block_on(setup.rt.spawn(async move {
+        let _held = sandbox;
+        panic!("a bug in the engine while it holds a warm sandbox");
+    }));
+    assert!(unwound.is_err_and(|e| e.is_panic()));
+    // The cgroup is removed on the runtime's blocking threads, after its processes.
+    for _ in 0..250 {
+        if cgroups.iter().all(|c| !c.exists()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    setup.assert_clean(&[]);
+}
+
 /// A job whose shape has no warm sandbox runs cold, and the sandbox stays for its own.
 #[test]
 fn a_job_of_another_shape_runs_cold() {

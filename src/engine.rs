@@ -718,7 +718,7 @@ fn make_job_dir(jobs_dir: &Path, unique: &str) -> std::io::Result<JobDir> {
     JobDir::create(jobs_dir.join(unique))
 }
 
-/// A cold job's directory, removed when the job is done with it: also when its run
+/// A job's directory (a warm sandbox's too), removed when the job is done with it: also when its run
 /// unwinds (a panic in the engine), which would skip a removal written after the run.
 struct JobDir(PathBuf);
 
@@ -729,19 +729,10 @@ impl JobDir {
         std::fs::create_dir(&dir)?;
         Ok(JobDir(dir))
     }
-
-    /// Kept past this guard: a warm sandbox's, which its discard removes.
-    fn keep(mut self) -> PathBuf {
-        // An empty path is what the drop below leaves alone.
-        std::mem::take(&mut self.0)
-    }
 }
 
 impl Drop for JobDir {
     fn drop(&mut self) {
-        if self.0.as_os_str().is_empty() {
-            return;
-        }
         if let Err(e) = remove_job_dir(&self.0) {
             tracing::error!(dir = %self.0.display(), error = %e, "job directory left behind");
         }
@@ -827,14 +818,16 @@ mod tests {
         let path = ours.0.clone();
         drop(ours);
         assert!(!path.exists());
-        // A warm sandbox's is kept past its guard once the sandbox is made.
-        let kept = JobDir::create(jobs.join("w.1.2")).expect("made").keep();
-        assert!(kept.is_dir(), "a kept folder stays");
-        let e = JobDir::create(kept.clone())
+        // A second guard for a name taken is an error, and leaves the folder to its own.
+        let first = JobDir::create(jobs.join("w.1.2")).expect("made");
+        let e = JobDir::create(first.0.clone())
             .err()
             .expect("the name is taken");
         assert_eq!(e.kind(), std::io::ErrorKind::AlreadyExists);
-        assert!(kept.is_dir(), "a folder already there is not the guard's");
+        assert!(
+            first.0.is_dir(),
+            "a folder already there is not the guard's"
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! Nothing of the job is in it before the hand-over (no file, no input), so nothing of a
 //! tool runs while it waits; the only code running is Node's start and the preload.
 
-use super::{remove_job_dir, Engine, JobDir, Removal};
+use super::{Engine, JobDir, Removal};
 use crate::cancel::Cancel;
 use crate::job::{JobResult, Net, ValidJob};
 use crate::plan::{self, HandOver, JobPaths, PlanFile, PlanInputs};
@@ -48,16 +48,17 @@ impl Shape {
 }
 
 /// One sandbox warmed for `shape`, used by at most one job, then torn down like any
-/// job's. Dropping it without [`WarmSandbox::discard`] still kills its processes (the init
-/// stage is killed on drop, and the job's cgroup kills the rest when dropped) but removes
-/// its directory only at the next start and keeps its uid taken: discard it.
+/// job's. Dropping it without [`WarmSandbox::discard`] (a panic, a task cancelled) still
+/// kills its processes (the init stage is killed on drop, and the job's cgroup kills the
+/// rest when dropped) and removes its directory, but keeps its uid taken: discard it.
 pub struct WarmSandbox {
     shape: Shape,
     /// When it was made, on [`since_boot`]'s clock.
     born: Option<Duration>,
     started: Started,
     cgroup: JobCgroup,
-    dir: PathBuf,
+    /// Removed when dropped, after its processes and cgroup (the fields above).
+    dir: JobDir,
     /// Released once its processes are shown gone; kept otherwise.
     lease: KeptUid,
     /// Its root's size without the job's files (a cold job's root is this plus them).
@@ -121,9 +122,7 @@ impl WarmSandbox {
                 tracing::error!(error = %e, "a warm sandbox's processes may still run; its uid stays taken");
             }
         }
-        if let Err(e) = remove_job_dir(&dir) {
-            tracing::error!(dir = %dir.display(), error = %e, "warm sandbox directory left behind");
-        }
+        drop(dir);
     }
 }
 
@@ -233,23 +232,19 @@ impl Engine {
         // make again and report, and the pool tries again later. A folder already there
         // under this name is not this sandbox's: an error, left alone.
         let dir = JobDir::create(self.jobs_dir.join(&unique)).map_err(cannot_create_dir)?;
-        let made = self.warm_up_in(shape, &unique, &dir.0, lease).await;
-        // Made: its discard removes the folder. Not made: the guard does, now.
-        if made.is_ok() {
-            dir.keep();
-        }
-        made
+        // Made: the sandbox holds the folder's guard. Not made: the guard removes it.
+        self.warm_up_in(shape, &unique, dir, lease).await
     }
 
     async fn warm_up_in(
         &self,
         shape: Shape,
         unique: &str,
-        dir: &Path,
+        dir: JobDir,
         lease: crate::sandbox::uids::UidLease,
     ) -> Result<WarmSandbox, String> {
         let paths = JobPaths {
-            root: dir.join("root"),
+            root: dir.0.join("root"),
         };
         std::fs::create_dir(&paths.root).map_err(cannot_create_dir)?;
         let omit = &self.config.runner.omit_layers;
@@ -300,7 +295,7 @@ impl Engine {
             born: since_boot(),
             started,
             cgroup,
-            dir: dir.to_path_buf(),
+            dir,
             lease: lease.keep_until_released(),
             root_bytes,
         };
@@ -464,9 +459,7 @@ impl Engine {
             if gone && removed.is_ok() {
                 lease.release();
             } // else its processes may still run: dropped unreleased, its uid stays taken.
-            if let Err(e) = remove_job_dir(&dir) {
-                tracing::error!(dir = %dir.display(), error = %e, "job directory left behind");
-            }
+            drop(dir);
         });
         Ok((result, Removal::of(removal)))
     }
