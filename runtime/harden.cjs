@@ -79,20 +79,27 @@ const wrap = Module.wrap;
 const wrapper = Module.wrapper;
 const wrapperText = [wrapper[0], wrapper[1]];
 const ownDescriptor = Object.getOwnPropertyDescriptor;
+const hasOwn = Object.hasOwn;
 // Each part of the wrapper is still its own data property holding the original text: a
 // getter could give this check the original and Node's wrap, which reads it again, the
-// tool's own.
+// tool's own. The descriptor's own `value`: `'value' in d` would find one the tool put on
+// Object.prototype beside its getter.
 function wrapperIntact() {
   for (let i = 0; i < 2; i++) {
     const d = ownDescriptor(wrapper, i);
-    if (d === undefined || !('value' in d) || d.value !== wrapperText[i]) return false;
+    if (d === undefined || !hasOwn(d, 'value') || d.value !== wrapperText[i]) return false;
   }
   return true;
+}
+// The formats under which Node compiles a file as it is: another (its TypeScript ones)
+// would compile what type stripping makes of the file, not the file's own JavaScript.
+function ownFormat(format) {
+  return format === undefined || format === 'commonjs' || format === 'module';
 }
 function stripBom(s) {
   return charCodeAt(s, 0) === 0xfeff ? stringSlice(s, 1) : s;
 }
-lock(Module.prototype, '_compile', function guardedCompile(content, filename, ...rest) {
+lock(Module.prototype, '_compile', function guardedCompile(content, filename, format) {
   if (
     Module.wrap !== wrap ||
     Module.wrapper !== wrapper ||
@@ -106,6 +113,9 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, ..
   if (!hasExtension(filename, CODE_EXTENSIONS)) {
     denied('compiling a file that is not .js or .cjs as code')();
   }
+  if (!ownFormat(format)) {
+    denied('compiling a file under another format than its own')();
+  }
   let onDisk;
   try {
     onDisk = readFileSync(filename, 'utf8');
@@ -115,7 +125,8 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, ..
   if (typeof content !== 'string' || (content !== onDisk && content !== stripBom(onDisk))) {
     denied('compiling source that is not the file\'s own')();
   }
-  return apply(compile, this, [content, filename, ...rest]);
+  // No spread: it would ask the array iterator, which the tool can replace.
+  return apply(compile, this, format === undefined ? [content, filename] : [content, filename, format]);
 });
 
 // 3. The ES module loader: only node: builtins and files under /skill; no data: or
@@ -218,20 +229,28 @@ const viewBuffer = getter(typedArrayProto, 'buffer');
 const viewOffset = getter(typedArrayProto, 'byteOffset');
 const viewLength = getter(typedArrayProto, 'byteLength');
 const bufferLength = getter(ArrayBuffer.prototype, 'byteLength');
-const typedArraySlice = uncurry(typedArrayProto.slice);
+const DataViewCtor = DataView;
+const ArrayBufferCtor = ArrayBuffer;
 const isView = ArrayBuffer.isView;
 const numberToString = uncurry(Number.prototype.toString);
 const padStart = uncurry(String.prototype.padStart);
 
-// A private copy of the bytes, so that what is hashed is what compiles.
+// A private copy of the bytes, so that what is hashed is what compiles. Made by the
+// constructor and copied byte by byte: `slice` would ask the species of the tool's choosing
+// for the copy, and the tool would keep it (and change it between the hash and the compile).
 function copyOf(source) {
-  if (isView(source) && !(source instanceof DataView)) {
-    return typedArraySlice(new Uint8ArrayCtor(viewBuffer(source), viewOffset(source), viewLength(source)));
+  let view;
+  if (isView(source) && !(source instanceof DataViewCtor)) {
+    view = new Uint8ArrayCtor(viewBuffer(source), viewOffset(source), viewLength(source));
+  } else if (source instanceof ArrayBufferCtor) {
+    view = new Uint8ArrayCtor(source, 0, bufferLength(source));
+  } else {
+    return null;
   }
-  if (source instanceof ArrayBuffer) {
-    return typedArraySlice(new Uint8ArrayCtor(source, 0, bufferLength(source)));
-  }
-  return null;
+  const n = viewLength(view);
+  const copy = new Uint8ArrayCtor(n);
+  for (let i = 0; i < n; i++) copy[i] = view[i];
+  return copy;
 }
 
 const K = new Uint32ArrayCtor([
@@ -246,15 +265,16 @@ const K = new Uint32ArrayCtor([
 ]);
 
 // SHA-256 (FIPS 180-4) of a Uint8Array, as lowercase hex. Plain arithmetic on typed arrays:
-// nothing a tool can patch is called.
+// nothing a tool can patch is called (not `length`, which a tool can redefine on the
+// prototype, nor `Math.floor`).
 function sha256hex(bytes) {
-  const n = bytes.length;
+  const n = viewLength(bytes);
   const blocks = ((n + 8) >>> 6) + 1;
   const m = new Uint8ArrayCtor(blocks * 64);
   for (let i = 0; i < n; i++) m[i] = bytes[i];
   m[n] = 0x80;
   const bits = n * 8;
-  const hi = Math.floor(bits / 0x100000000);
+  const hi = mathFloor(bits / 0x100000000);
   const end = blocks * 64;
   m[end - 8] = hi >>> 24; m[end - 7] = hi >>> 16; m[end - 6] = hi >>> 8; m[end - 5] = hi;
   m[end - 4] = bits >>> 24; m[end - 3] = bits >>> 16; m[end - 2] = bits >>> 8; m[end - 1] = bits;
@@ -400,15 +420,17 @@ function reportTheEnd() {
   const emit = process.emit;
   let fatal = false;
   defineProperty(process, 'emit', {
-    value: function emitThenEnd(type, ...args) {
+    value: function emitThenEnd(type) {
       // Emitted before the 'uncaughtException' listeners, which may still handle it.
       if (type === 'uncaughtExceptionMonitor') fatal = true;
-      const handled = apply(emit, this, [type, ...args]);
+      // The arguments as they came: a spread would ask the array iterator, which the tool
+      // can replace.
+      const handled = apply(emit, this, arguments);
       if (type === 'uncaughtException' && handled) fatal = false;
       if (type === 'exit' && !fatal && process._exiting === true) {
         // The code Node ends with: process.exitCode when set, else the one emitted.
         const set = process.exitCode;
-        const code = (set === undefined || set === null ? args[0] : set) & 0xff;
+        const code = (set === undefined || set === null ? arguments[1] : set) & 0xff;
         try {
           writeSync(2, `${END_RECORD}${code}\n`);
         } catch {

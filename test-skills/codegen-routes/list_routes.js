@@ -119,11 +119,89 @@ const routes = {
       Object.defineProperty(Module.wrapper, 0, { value: original, writable: true, configurable: true, enumerable: true });
     }
   },
+  // Bypass: the same getter, with Object.prototype.value planted, passes a guard that asks
+  // `'value' in descriptor` (the prototype answers) rather than for an own property; the
+  // getter removes the plant at Node's own read.
+  bypass_module_wrapper_getter_with_planted_value: () => {
+    const original = Module.wrapper[0];
+    Object.defineProperty(Module.wrapper, 0, {
+      get() { delete Object.prototype.value; return `${original}return module.exports = ${SIX_TIMES_SEVEN};`; },
+      configurable: true,
+      enumerable: true,
+    });
+    Object.prototype.value = original;
+    const file = require.resolve('./lib/trigger.js');
+    delete require.cache[file];
+    try {
+      return require('./lib/trigger.js');
+    } finally {
+      delete Object.prototype.value;
+      Object.defineProperty(Module.wrapper, 0, { value: original, writable: true, configurable: true, enumerable: true });
+    }
+  },
+  // Bypass: a file's own bytes, compiled under another format Node's _compile knows: as
+  // TypeScript, whose type stripping makes code the file's JavaScript does not hold. (Node
+  // strips types with a WebAssembly module of its own, which the wasm guard refuses too.)
+  bypass_compile_as_typescript: () => {
+    const file = require.resolve('./lib/typed_call.js');
+    const m = new Module(file);
+    m._compile(fs.readFileSync(file, 'utf8'), file, 'commonjs-typescript');
+    return m.exports;
+  },
   cjs_require_non_js_input: () => require('./data/payload.txt'),
   wasm_module_sync: () => new WebAssembly.Instance(new WebAssembly.Module(WASM)).exports.f(),
   wasm_compile: async () => (await WebAssembly.instantiate(await WebAssembly.compile(WASM))).exports.f(),
   wasm_instantiate: async () => (await WebAssembly.instantiate(WASM)).instance.exports.f(),
   wasm_compile_streaming: async () => (await WebAssembly.instantiate(await WebAssembly.compileStreaming(new Response(WASM, { headers: { 'content-type': 'application/wasm' } })))).exports.f(),
+  // Bypass: the guard hashes one set of bytes and compiles another. A species on
+  // Uint8Array makes the guard's "private copy" an object the tool keeps; a patched
+  // Math.floor, called by the hash after it has read the copy, puts the tool's module (padded
+  // to the same length with a custom section) in its place. The allowed bytes are the
+  // runtime's own llhttp, caught the same way when undici compiles it for a connection the
+  // tool makes up (no socket: a stream handed to an Agent's connect).
+  bypass_wasm_bytes_swapped_after_the_hash: async () => {
+    const kept = [];
+    class Keeper extends Uint8Array {
+      constructor(...args) { super(...args); kept.push(this); }
+    }
+    const proto = Uint8Array.prototype;
+    const ctor = Object.getOwnPropertyDescriptor(proto, 'constructor');
+    const floor = Math.floor;
+    Object.defineProperty(proto, 'constructor', { value: { [Symbol.species]: Keeper }, configurable: true, writable: true });
+    let agent = null;
+    try {
+      try { await fetch('http://192.0.2.1/'); } catch {}
+      const dispatcher = globalThis[Symbol.for('undici.globalDispatcher.1')];
+      if (!dispatcher) return 'no dispatcher';
+      agent = new dispatcher.constructor({
+        connect(options, done) {
+          const { Duplex } = require('stream');
+          const stream = new Duplex({ read() {}, write(chunk, encoding, next) { next(); } });
+          for (const name of ['setNoDelay', 'setKeepAlive', 'ref', 'unref', 'setTimeout']) stream[name] = () => stream;
+          done(null, stream);
+          return stream;
+        },
+      });
+      await Promise.race([fetch('http://192.0.2.1/', { dispatcher: agent }).catch(() => {}), new Promise((r) => setTimeout(r, 300))]);
+      const allowed = kept.find((k) => k.length > 1024);
+      if (!allowed) return 'no runtime module caught';
+      const padded = new Uint8Array(allowed.length);
+      padded.set(WASM);
+      const size = allowed.length - WASM.length - 4;
+      padded.set([0, 0x80 | (size & 0x7f), 0x80 | ((size >> 7) & 0x7f), size >> 14, 1, 120], WASM.length);
+      kept.length = 0;
+      Math.floor = function swap(x) {
+        if (kept.length) kept[kept.length - 1].set(padded);
+        return floor(x);
+      };
+      const module = new WebAssembly.Module(allowed);
+      return new WebAssembly.Instance(module).exports.f();
+    } finally {
+      Math.floor = floor;
+      Object.defineProperty(proto, 'constructor', ctor);
+      if (agent) agent.destroy().catch(() => {});
+    }
+  },
   import_data_url: async () => (await import(`data:text/javascript,export default ${encodeURIComponent(SIX_TIMES_SEVEN)}`)).default,
   // Bypass: a loader hook that checks url.startsWith('node:') / ('file:///skill/') asks the
   // tool's patched String.prototype.startsWith.
