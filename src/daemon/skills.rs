@@ -192,12 +192,8 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "config.toml".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let (tmp, mut f) = create_beside(&dir, &name)?;
     let result = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)?;
         if let Some(m) = &old {
             // Its group may be how others read it (`skills status` as a Link's user).
             std::os::unix::fs::fchown(&f, Some(m.uid()), Some(m.gid()))?;
@@ -209,9 +205,30 @@ fn write_atomically(path: &Path, text: &str) -> std::io::Result<()> {
         std::fs::File::open(&dir)?.sync_all()
     })();
     if result.is_err() {
+        // Ours: made by `create_beside`, never another writer's.
         let _ = std::fs::remove_file(&tmp);
     }
     result
+}
+
+/// Makes a new file `.<name>.<random>.tmp` in `dir` for `write_atomically`. A name drawn
+/// at random, never one taken: a file already there (left by a writer that was killed, or
+/// another writer's now, perhaps of the same pid in another pid namespace) is not ours to
+/// write or remove.
+fn create_beside(dir: &Path, name: &str) -> std::io::Result<(std::path::PathBuf, std::fs::File)> {
+    let mut tries = 0;
+    loop {
+        let tmp = dir.join(format!(".{name}.{:08x}.tmp", crate::sandbox::random_u32()));
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+        {
+            Ok(f) => return Ok((tmp, f)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && tries < 8 => tries += 1,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// The `skills` subcommand: prints `on` or `off` (the state after the action).
@@ -439,6 +456,32 @@ mod tests {
             .file_type()
             .is_symlink());
         assert!(!tmp.path().join("gone.toml").exists());
+    }
+
+    #[test]
+    fn another_writers_temporary_file_is_neither_in_the_way_nor_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("config.toml");
+        // Named as a writer of this pid would name it (one killed before its rename, or one
+        // of the same pid in another pid namespace).
+        let theirs = tmp
+            .path()
+            .join(format!(".config.toml.{}.tmp", std::process::id()));
+        std::fs::write(&theirs, "theirs").unwrap();
+        assert!(set(&path, true).unwrap(), "on works beside it");
+        assert!(status(&path).unwrap());
+        assert!(set(&path, false).unwrap(), "off works beside it");
+        assert!(!status(&path).unwrap());
+        assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "theirs");
+        let mut left: Vec<_> = std::fs::read_dir(tmp.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        let theirs_name = theirs.file_name().unwrap().to_string_lossy().into_owned();
+        let mut expected = vec!["config.toml".to_string(), theirs_name];
+        expected.sort();
+        assert_eq!(left, expected, "none of ours left");
     }
 
     #[test]
