@@ -130,16 +130,18 @@ impl Filters {
 }
 
 /// Makes the folder of job directories if it is missing (its parent, the state
-/// directory, must exist); whether it had to.
+/// directory, must exist); whether it had to. A link there is refused, not followed: job
+/// folders would be made, and a dead runner's removed, wherever it leads.
 pub fn make_jobs_dir(dir: &Path) -> std::io::Result<bool> {
     match std::fs::create_dir(dir) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            if std::fs::metadata(dir)?.is_dir() {
+            if std::fs::symlink_metadata(dir)?.is_dir() {
                 Ok(false)
             } else {
                 Err(std::io::Error::other(format!(
-                    "{} exists and is not a folder",
+                    "{} exists and is not a folder (a link is not followed): remove it, \
+                     and the runner makes its own",
                     dir.display()
                 )))
             }
@@ -201,9 +203,9 @@ impl Engine {
             return Err(layer(problem));
         }
         let jobs_dir = state.join("jobs");
-        std::fs::create_dir_all(&jobs_dir).map_err(|e| {
+        make_jobs_dir(&jobs_dir).map_err(|e| {
             layer(format!(
-                "cannot create the state directory {}: {e}",
+                "cannot make the folder of job directories {}: {e}",
                 jobs_dir.display()
             ))
         })?;
@@ -794,6 +796,30 @@ mod tests {
         assert!(!uid_free_after(&Ok(Outcome::default()), &left));
         let kill = Err(SuperviseError::Kill("EBUSY".into()));
         assert!(!uid_free_after(&kill, &gone));
+    }
+
+    #[test]
+    fn a_link_in_place_of_the_jobs_folder_is_refused_not_followed() {
+        let tmp = tempfile::tempdir().expect("a temporary folder");
+        let elsewhere = tmp.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).expect("a folder the link leads to");
+        let jobs = tmp.path().join("jobs");
+        std::os::unix::fs::symlink(&elsewhere, &jobs).expect("the link");
+        let e = make_jobs_dir(&jobs).expect_err("a link is refused");
+        assert!(e.to_string().contains("is not a folder"), "{e}");
+        let e = make_job_dir(&jobs, "j.1.0")
+            .err()
+            .expect("no job folder through it");
+        assert!(e.to_string().contains("is not a folder"), "{e}");
+        assert_eq!(
+            std::fs::read_dir(&elsewhere).expect("read").count(),
+            0,
+            "nothing made where the link leads"
+        );
+        // The state directory's own folder: made, then found.
+        std::fs::remove_file(&jobs).expect("the link removed");
+        assert!(make_jobs_dir(&jobs).expect("made"));
+        assert!(!make_jobs_dir(&jobs).expect("found"));
     }
 
     #[test]
