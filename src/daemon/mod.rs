@@ -232,7 +232,8 @@ async fn serve(
         tracing::warn!(job_id = %r.job_id, status = "internal", reason = "runner_restarted", "job ended");
     }
 
-    let listener = socket::bind(&config.daemon.socket, config.daemon.socket_group.as_deref())?;
+    let (listener, socket_file) =
+        socket::bind(&config.daemon.socket, config.daemon.socket_group.as_deref())?;
     if let Some(warning) = config.unreachable_callers(config.daemon.socket_group.is_some()) {
         tracing::warn!("{warning}");
     }
@@ -305,7 +306,7 @@ async fn serve(
     // of the grace period); every waiting client gets its result; then close.
     stop_accepting.cancel();
     let _ = accept.await;
-    socket::remove(&config.daemon.socket);
+    socket_file.remove();
     jobs.shutdown().await;
     reload.abort();
     prune.abort();

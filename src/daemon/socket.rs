@@ -10,7 +10,7 @@ use std::future::Future as _;
 use std::io;
 use std::os::fd::AsRawFd as _;
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -83,7 +83,7 @@ fn remove_dead_bind_folders(dir: &Path) {
 /// Binds the socket: its directory is made if missing; a socket file nothing listens on
 /// (a crashed daemon's) is replaced; anything else at the path is an error. Mode 0660,
 /// owned by root and `group` when given.
-pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
+pub fn bind(path: &Path, group: Option<&str>) -> Result<(UnixListener, SocketFile), String> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create the socket directory {}: {e}", dir.display()))?;
@@ -134,7 +134,7 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
                 None => None,
                 Some(g) => Some(crate::config::resolve_group(g)?),
             };
-            give_group(&staged, gid)?;
+            let made = give_group(&staged, gid)?;
             nix::fcntl::renameat2(
                 nix::fcntl::AT_FDCWD,
                 &staged,
@@ -143,26 +143,30 @@ pub fn bind(path: &Path, group: Option<&str>) -> Result<UnixListener, String> {
                 nix::fcntl::RenameFlags::RENAME_NOREPLACE,
             )
             .map_err(|e| format!("cannot put the socket in place at {}: {e}", path.display()))?;
-            Ok(listener)
+            Ok((listener, made))
         });
     let _ = std::fs::remove_file(&staged);
     let _ = std::fs::remove_dir(&private);
-    let listener = made?;
+    let (listener, made) = made?;
+    let file = SocketFile {
+        path: path.to_path_buf(),
+        made,
+    };
     if let Some(problem) = crate::state_dir::socket_problem(path) {
         // Not left for the next start to find: it is this process's, if still there.
-        remove(path);
+        file.remove();
         return Err(problem);
     }
     // Only in a folder now known to be changed by this user alone: elsewhere another user
     // could swap a dead daemon's folder for a link between the check and the removal.
     remove_dead_bind_folders(dir);
-    Ok(listener)
+    Ok((listener, file))
 }
 
 /// After the bind: gives the socket at `path` to `gid` (when given) without following a
 /// symlink, and checks that what is there is the socket as it should be: a socket (not a
-/// symlink put in its place), mode 0660, of `gid`.
-fn give_group(path: &Path, gid: Option<u32>) -> Result<(), String> {
+/// symlink put in its place), mode 0660, of `gid`. Its identity (device, inode) when it is.
+fn give_group(path: &Path, gid: Option<u32>) -> Result<(u64, u64), String> {
     if let Some(gid) = gid {
         nix::unistd::fchownat(
             nix::fcntl::AT_FDCWD,
@@ -203,14 +207,29 @@ fn give_group(path: &Path, gid: Option<u32>) -> Result<(), String> {
             m.gid()
         ));
     }
-    Ok(())
+    Ok((m.dev(), m.ino()))
 }
 
-/// Removes the socket at exit, if it is still the one this process made.
-pub fn remove(path: &Path) {
-    if let Ok(m) = std::fs::symlink_metadata(path) {
-        if m.file_type().is_socket() && m.uid() == nix::unistd::geteuid().as_raw() {
-            let _ = std::fs::remove_file(path);
+/// The socket file a daemon made, known by its identity: at its end the daemon removes the
+/// file only while it is still that one. One removed meanwhile (by an operator, a cleaner of
+/// `/run`) may have been replaced by another daemon's socket, which stays.
+#[derive(Debug)]
+pub struct SocketFile {
+    path: PathBuf,
+    made: (u64, u64),
+}
+
+impl SocketFile {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Removes the socket, if it is still the one this process made.
+    pub fn remove(&self) {
+        if let Ok(m) = std::fs::symlink_metadata(&self.path) {
+            if m.file_type().is_socket() && (m.dev(), m.ino()) == self.made {
+                let _ = std::fs::remove_file(&self.path);
+            }
         }
     }
 }
@@ -817,6 +836,26 @@ mod tests {
         assert_eq!(names.len(), 3, "{names:?}");
     }
 
+    #[tokio::test]
+    async fn only_the_socket_this_daemon_made_is_removed_at_its_end() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("s.sock");
+        let (_first, first) = bind(&path, None).unwrap();
+        // Removed meanwhile (an operator, a cleaner), and another daemon's bound there.
+        std::fs::remove_file(&path).unwrap();
+        let (_second, second) = bind(&path, None).unwrap();
+        first.remove();
+        assert!(
+            std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()),
+            "the other daemon's socket stays"
+        );
+        UnixStream::connect(&path)
+            .await
+            .expect("the other daemon is still reached");
+        second.remove();
+        assert!(!path.exists(), "its own socket is removed");
+    }
+
     #[test]
     fn a_symlink_in_the_sockets_place_is_neither_followed_nor_taken_for_it() {
         let tmp = tempfile::tempdir().unwrap();
@@ -889,7 +928,7 @@ mod tests {
     async fn peer_credentials_of_a_connection() {
         let tmp = tempfile::tempdir().unwrap();
         let path = tmp.path().join("s.sock");
-        let l = bind(&path, None).unwrap();
+        let (l, _) = bind(&path, None).unwrap();
         let c = UnixStream::connect(&path).await.unwrap();
         let (s, _) = l.accept().await.unwrap();
         let p = peer(&s).unwrap();
