@@ -180,7 +180,46 @@ fn whole_number<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D
         };
         D::Error::invalid_type(unexpected, &"a whole number")
     })?;
+    // A fraction too small for a double (`30000.00000000000000001` reads as 30000) is still
+    // a fraction: judged on the text, not on the double.
+    if has_fraction(text) {
+        return Err(D::Error::invalid_value(
+            serde::de::Unexpected::Other("a number with a fraction"),
+            &"a whole number",
+        ));
+    }
     serde::Deserializer::deserialize_any(number, WholeNumber).map_err(D::Error::custom)
+}
+
+/// Whether the JSON number `text` (valid JSON) has a nonzero digit after its decimal point
+/// once its exponent is applied: `1.5e1` has none, `10000.0` none, `1e-1` one.
+fn has_fraction(text: &str) -> bool {
+    let text = text.strip_prefix('-').unwrap_or(text);
+    let (mantissa, exponent) = match text.find(['e', 'E']) {
+        Some(at) => (&text[..at], &text[at + 1..]),
+        None => (text, "0"),
+    };
+    // An exponent past i64 (valid JSON) saturates; the digits are few, so any such one puts
+    // every digit on one side of the point.
+    let exponent: i64 =
+        exponent
+            .trim_start_matches('+')
+            .parse()
+            .unwrap_or(if exponent.starts_with('-') {
+                i64::MIN
+            } else {
+                i64::MAX
+            });
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    // The digits in order, and how many of them stand before the point.
+    let before = i64::try_from(whole.len())
+        .unwrap_or(i64::MAX)
+        .saturating_add(exponent);
+    whole
+        .bytes()
+        .chain(fraction.bytes())
+        .enumerate()
+        .any(|(i, d)| d != b'0' && i64::try_from(i).unwrap_or(i64::MAX) >= before)
 }
 
 struct WholeNumber;
@@ -428,7 +467,7 @@ pub fn validate(job: Job, bounds: &Bounds) -> Result<ValidJob, Rejection> {
         if let Some(v) = value {
             if !valid_label(v) {
                 return Err(Rejection::invalid(format!(
-                    "{field} must be 1-256 characters without control characters"
+                    "{field} must be 1-256 bytes of UTF-8 without control characters"
                 )));
             }
         }

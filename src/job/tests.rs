@@ -1306,6 +1306,38 @@ fn another_key_with_a_lone_surrogate_leaves_the_job_its_id_and_is_rejected() {
 }
 
 #[test]
+fn a_fraction_is_told_by_the_numbers_text() {
+    for whole in [
+        "0",
+        "-0",
+        "10000",
+        "10000.0",
+        "1e4",
+        "1E+4",
+        "1.5e1",
+        "0.25e2",
+        "100.00e-2",
+        "0e-999",
+        "-0.0e5",
+        "1e99999999999999999999",
+    ] {
+        assert!(!has_fraction(whole), "{whole}");
+    }
+    for fraction in [
+        "0.5",
+        "1e-1",
+        "30000.00000000000000001",
+        "1.00000000000000000001e4",
+        "1e-99999999999999999999",
+        "-0.5",
+        "125e-3",
+        "1.25e1",
+    ] {
+        assert!(has_fraction(fraction), "{fraction}");
+    }
+}
+
+#[test]
 fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
     let text_with = |limits: &str| {
         let mut v = good_job();
@@ -1370,6 +1402,11 @@ fn a_limit_is_read_by_its_value_and_any_number_above_a_cap_is_above_it() {
         r#"{"wall_ms":[1]}"#,
         r#"{"wall_ms":{"a":1}}"#,
         r#"{"mem_bytes":-0.5}"#,
+        // Fractions a double does not hold: read as a double, each is a whole number.
+        r#"{"wall_ms":30000.00000000000000001}"#,
+        r#"{"mem_bytes":268435456.000000000001}"#,
+        r#"{"wall_ms":1.00000000000000000001e4}"#,
+        r#"{"wall_ms":1e-400}"#,
     ] {
         let r = door(limits).expect_err(limits);
         assert_eq!(r.rejection.reason, Reason::InvalidJob, "{limits}: {r:?}");
