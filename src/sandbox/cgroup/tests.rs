@@ -860,6 +860,33 @@ impl FakeHost {
     }
 }
 
+/// A container with a cgroup namespace of its own and the host's cgroup2 mount bound in:
+/// the runner sees itself in `/`, and the mount's root is above its namespace (`/../..`).
+/// The mount's top is the host's root cgroup, not the runner's: refused, nothing written.
+#[test]
+fn pure_v2_mount_from_outside_the_cgroup_namespace_is_refused_untouched() {
+    let mountinfo = "\
+24 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw
+27 24 0:25 /../.. /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 rw,nsdelegate
+";
+    let fake = FakeHost::new(mountinfo, "0::/\n", true, true);
+    let root = fake.cg("");
+    fs::write(root.join("cgroup.controllers"), "cpu io memory pids").expect("write");
+    fs::write(root.join("cgroup.subtree_control"), "cpu memory pids").expect("write");
+    fs::write(root.join("cgroup.procs"), "1\n").expect("write");
+    let err = fake.detect(None).expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("/../..") && text.contains("mount -t cgroup2"),
+        "{text}"
+    );
+    assert!(
+        fake.kernel.writes.lock().expect("lock").is_empty(),
+        "nothing written"
+    );
+    assert!(!fake.cg("openvibe-skill-runner").exists());
+}
+
 #[test]
 fn pure_v2_in_a_containers_own_root_cgroup_moves_only_the_runner_into_supervisor() {
     let fake = FakeHost::v2_container(&format!("{OWN_PID}\n"));

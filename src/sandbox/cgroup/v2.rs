@@ -100,6 +100,25 @@ fn choose(
     runner_leaf: &mut Option<RunnerLeaf>,
 ) -> Result<(PathBuf, String), CgroupError> {
     let mount_dir = mount.dir(view.fs_root);
+    // The mount must show the runner's own cgroup. One mounted outside the runner's cgroup
+    // namespace (the host's `/sys/fs/cgroup` bound into a container with a namespace of its
+    // own: the mount's root reads `/../..`) does not, and its root is neither the host's
+    // root as this process sees it nor the namespace's: nothing is made or moved there.
+    if mount.dir_of_cgroup(view.fs_root, own).is_none() {
+        return Err(CgroupError::Placement {
+            detail: format!(
+                "the cgroup2 mount at {} shows the cgroup {}, not the runner's own cgroup {own} \
+                 (a mount made outside this cgroup namespace, or of another subtree)",
+                mount.mountpoint.display(),
+                mount.root
+            ),
+            fix: "mount the cgroup2 filesystem of this cgroup namespace there (in a \
+                  container: `mount -t cgroup2 none /sys/fs/cgroup`, or the engine's private \
+                  cgroup namespace option), or set runner.cgroup_parent to a cgroup the mount \
+                  shows"
+                .to_owned(),
+        });
+    }
     // The root of the runner's cgroup namespace. The host's own root cgroup has no
     // `cgroup.type` and may hold processes while its children use controllers; a
     // namespace's root (a container's own cgroup, `--cgroupns=private`) is an ordinary
