@@ -917,6 +917,51 @@ fn run_errors_show_the_skill_folders_control_characters_escaped() {
     }
 }
 
+/// `run-job` given more than any job can be prints the `rejected` result (SPEC: a result
+/// printed, exit 0), reading no further than a job could carry; nothing runs.
+#[test]
+fn a_job_larger_than_any_job_is_rejected_with_its_result() {
+    use std::io::Write as _;
+    let _h = shared();
+    let state = State::new();
+    let mut child = runner_in(state.path())
+        .args(["run-job", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run-job");
+    let mut stdin = child.stdin.take().expect("stdin");
+    // A job's start, then padding past 8 MiB: the runner stops reading at its bound, so
+    // the write may end early with a broken pipe.
+    let writer = std::thread::spawn(move || {
+        let mut text = br#"{"job_id":"big","artifact":"function","args":{"input":""#.to_vec();
+        text.resize(9 * 1024 * 1024, b'a');
+        let _ = stdin.write_all(&text);
+    });
+    let out = child.wait_with_output().expect("run-job ends");
+    writer.join().expect("writer");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let result: serde_json::Value = serde_json::from_str(&stdout).expect("one JSON result");
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["reason"], "invalid_job", "{result}");
+    assert_eq!(result["job_id"], "", "{result}");
+    assert!(
+        result["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("larger than 8388608 bytes")),
+        "{result}"
+    );
+    state.assert_clean();
+}
+
 /// `run --input @FILE` reads no further than a job could carry: `/dev/zero` is refused at
 /// once, not read until memory runs out.
 #[test]

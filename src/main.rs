@@ -122,7 +122,10 @@ fn run(cli: Cli) -> ExitCode {
         Command::Doctor { json } => doctor::run(config, json),
         Command::RunJob { file } => {
             let text = match read_job(&file) {
-                Ok(t) => t,
+                Ok(Some(t)) => t,
+                // A job, only too large to be one: its `rejected` result, as the daemon's
+                // answer to such a body is, and nothing runs.
+                Ok(None) => return print_json(&too_large(&file)),
                 Err(e) => return usage(e),
             };
             let bounds = openvibe_skill_runner::job::Bounds {
@@ -307,7 +310,9 @@ fn usage(message: String) -> ExitCode {
     ExitCode::from(2)
 }
 
-fn read_job(file: &str) -> Result<Vec<u8>, String> {
+/// The job's text, `None` when it is larger than a job can be (read no further), or why it
+/// could not be read.
+fn read_job(file: &str) -> Result<Option<Vec<u8>>, String> {
     // A job is at most a few MiB (1 MiB of inputs, base64, plus the input JSON).
     const MAX_JOB_BYTES: u64 = openvibe_skill_runner::job::MAX_JOB_TEXT_BYTES as u64;
     let mut buf = Vec::new();
@@ -323,11 +328,24 @@ fn read_job(file: &str) -> Result<Vec<u8>, String> {
     };
     r.map_err(|e| format!("cannot read the job from {file}: {e}"))?;
     if buf.len() as u64 > MAX_JOB_BYTES {
-        return Err(format!(
-            "the job in {file} is larger than {MAX_JOB_BYTES} bytes"
-        ));
+        return Ok(None);
     }
-    Ok(buf)
+    Ok(Some(buf))
+}
+
+/// The result of a job larger than any valid one: `rejected`/`invalid_job`, its id unread.
+fn too_large(file: &str) -> JobResult {
+    let max = openvibe_skill_runner::job::MAX_JOB_TEXT_BYTES;
+    JobResult::not_run(
+        "",
+        openvibe_skill_runner::job::Reason::InvalidJob,
+        format!(
+            "the job in {file} is larger than {max} bytes, more than a valid job can be \
+             (its inputs are at most 1 MiB, carried as base64)"
+        ),
+        Net::Deny,
+        None,
+    )
 }
 
 /// The text of `--input @FILE`, read no further than a job could carry (the runner's
