@@ -13,6 +13,9 @@ use crate::inputs::{Fetched, InputError};
 use crate::job::{ValidJob, MAX_INPUTS_TOTAL_BYTES};
 use std::time::Duration;
 
+/// Redirects Media may answer with, each to its own origin.
+const MAX_REDIRECTS: usize = 3;
+
 /// The client and where Media is; built once per engine.
 #[derive(Debug, Clone)]
 pub struct Media {
@@ -47,10 +50,25 @@ impl Media {
         if !matches!(parsed.scheme(), "https" | "http") {
             return Err(format!("runner.media_url {url:?} is not http(s)"));
         }
+        // Redirects only within Media's own origin (scheme, host, port), three at most: one
+        // elsewhere would take the job's subject and project there, as plain http perhaps,
+        // and tell the job how another host answered. No proxy from the environment: a
+        // `run-job` started from a shell must not send them through the shell's proxy.
+        let origin = parsed.origin();
+        let redirects = reqwest::redirect::Policy::custom(move |attempt| {
+            if attempt.previous().len() > MAX_REDIRECTS {
+                attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
+            } else if attempt.url().origin() != origin {
+                attempt.error("a redirect to another origin than runner.media_url's, not followed")
+            } else {
+                attempt.follow()
+            }
+        });
         let client = reqwest::Client::builder()
             .connect_timeout(timeout)
             .timeout(timeout)
-            .redirect(reqwest::redirect::Policy::limited(3))
+            .redirect(redirects)
+            .no_proxy()
             .user_agent(concat!("openvibe-skill-runner/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the Media client: {e}"))?;
@@ -140,7 +158,7 @@ impl Media {
             let mut resp = req
                 .send()
                 .await
-                .map_err(|e| format!("Media did not answer: {}", error_chain(&e)))?;
+                .map_err(|e| format!("Media did not answer: {}", error_chain(&e.without_url())))?;
             if !resp.status().is_success() {
                 return Err(format!("Media answered {} for {media_id}", resp.status()));
             }
@@ -151,11 +169,12 @@ impl Media {
                 ));
             }
             let mut body = Vec::new();
-            while let Some(chunk) = resp
-                .chunk()
-                .await
-                .map_err(|e| format!("Media's answer broke off: {}", error_chain(&e)))?
-            {
+            while let Some(chunk) = resp.chunk().await.map_err(|e| {
+                format!(
+                    "Media's answer broke off: {}",
+                    error_chain(&e.without_url())
+                )
+            })? {
                 if body.len() + chunk.len() > limit {
                     return Err(format!(
                         "Media sent more than {limit} bytes for {media_id}, the room left for inputs"
@@ -203,7 +222,8 @@ mod tests {
 
     const GOOD: &[u8] = b"process.stdout.write('1')";
 
-    /// A local Media: `/good`, `/other` (different bytes), `/big` (2 MiB announced),
+    /// A local Media: `/good`, `/other` (different bytes), `/moved` (a redirect to `/good`),
+    /// `/away-<port>` (a redirect to `/good` at that port), `/big` (2 MiB announced),
     /// `/stream` (2 MiB, no length), `/silent` (never answers), `/slow-*` (its own path,
     /// after 400 ms), `/missing` (404).
     async fn server() -> SocketAddr {
@@ -227,6 +247,21 @@ mod tests {
                                     Response::new(full(GOOD.to_vec()))
                                 }
                                 "/media/other" => Response::new(full(b"process.exit(3)".to_vec())),
+                                "/media/moved" => {
+                                    let mut r = Response::new(full(Vec::new()));
+                                    *r.status_mut() = hyper::StatusCode::FOUND;
+                                    r.headers_mut()
+                                        .insert("location", "/media/good".parse().unwrap());
+                                    r
+                                }
+                                away if away.starts_with("/media/away-") => {
+                                    let port = away.trim_start_matches("/media/away-");
+                                    let mut r = Response::new(full(Vec::new()));
+                                    *r.status_mut() = hyper::StatusCode::FOUND;
+                                    let to = format!("http://127.0.0.1:{port}/media/good");
+                                    r.headers_mut().insert("location", to.parse().unwrap());
+                                    r
+                                }
                                 "/media/big" => Response::new(full(vec![b'x'; 2 << 20])),
                                 "/media/stream" => Response::new(Chunks(64).boxed()),
                                 slow if slow.starts_with("/media/slow-") => {
@@ -417,6 +452,67 @@ mod tests {
             .unwrap_err();
         assert!(e.to_string().contains("404"), "{e}");
         // `..` as a media id never reaches the fetch: the job's validation refuses it.
+    }
+
+    #[tokio::test]
+    async fn redirects_are_followed_within_medias_origin_only() {
+        let addr = server().await;
+        let media = Media::new(
+            &format!("http://{addr}/media/"),
+            Duration::from_secs(5),
+            1 << 20,
+        )
+        .unwrap();
+        let fetched = media
+            .fetch_missing(&job_with("moved", GOOD), Fetched::new())
+            .await
+            .expect("a redirect within Media's origin is followed");
+        assert_eq!(fetched.get(&sha256(GOOD)).map(Vec::as_slice), Some(GOOD));
+        // Another origin (here another port): not followed, never reached.
+        let elsewhere = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = elsewhere.local_addr().unwrap().port();
+        let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = hits.clone();
+        let listening = tokio::spawn(async move {
+            while elsewhere.accept().await.is_ok() {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        });
+        let e = media
+            .fetch_missing(&job_with(&format!("away-{port}"), GOOD), Fetched::new())
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&e, InputError::Unavailable { detail, .. } if detail.contains("another origin")),
+            "{e}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
+        listening.abort();
+    }
+
+    /// A URL may carry credentials (`user:password@`, a signed query): a failure's message,
+    /// which goes into the job's result, never shows it.
+    #[tokio::test]
+    async fn a_failure_does_not_show_medias_url() {
+        let media = Media::new(
+            "http://reader:s3cret@127.0.0.1:9/media/",
+            Duration::from_millis(500),
+            1 << 20,
+        )
+        .unwrap();
+        let e = media
+            .fetch_missing(&job_with("good", GOOD), Fetched::new())
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("Media did not answer"), "{text}");
+        // Neither the credentials nor the rest of the URL (a signed query would be one).
+        assert!(
+            !text.contains("s3cret") && !text.contains("reader"),
+            "{text}"
+        );
+        assert!(!text.contains("/media/good"), "{text}");
     }
 
     #[tokio::test]
