@@ -166,31 +166,34 @@ impl Cache {
         }
         // Two puts of the same bytes at once (two jobs bringing them) each write a file of
         // their own; the second rename replaces the first's with the same bytes.
+        // Runners sharing the state directory may have the same pid (each pid 1 of its own
+        // namespace) and count their puts alike: a random part keeps their names apart.
         let n = self.counters.puts.fetch_add(1, Ordering::Relaxed);
-        let tmp = self
-            .dir
-            .join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+        let tmp = self.dir.join(format!(
+            ".{name}.{}.{n}.{:08x}.tmp",
+            std::process::id(),
+            crate::sandbox::random_u32()
+        ));
         // A new file, never one that is there, never through a link; made read-only
         // through its own descriptor.
-        let ok = {
-            use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
-            std::fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .custom_flags(libc::O_NOFOLLOW)
-                .mode(0o600)
-                .open(&tmp)
-                .and_then(|mut f| {
-                    f.write_all(bytes)?;
-                    f.sync_all()?;
-                    f.set_permissions(std::fs::Permissions::from_mode(0o444))
-                })
-                .is_ok()
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        let made = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .custom_flags(libc::O_NOFOLLOW)
+            .mode(0o600)
+            .open(&tmp);
+        let Ok(mut file) = made else {
+            // A file already at the name is another writer's: neither used nor removed.
+            return;
         };
-        let mut added = false;
-        if ok {
-            added = std::fs::rename(&tmp, &path).is_ok();
-        }
+        let ok = file
+            .write_all(bytes)
+            .and_then(|()| file.sync_all())
+            .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o444)))
+            .is_ok();
+        drop(file);
+        let added = ok && std::fs::rename(&tmp, &path).is_ok();
         if !added {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -493,6 +496,28 @@ mod tests {
         let f = std::fs::File::open(cache_dir.join(hex::encode(digest))).unwrap();
         f.set_modified(SystemTime::now() - Duration::from_secs(secs_ago))
             .unwrap();
+    }
+
+    /// Another runner's file in the making, at the name this runner's first put would have
+    /// had were names drawn from the pid and a count alone (runners that are each pid 1 of
+    /// their own namespace share the state directory): neither in the way nor removed.
+    #[test]
+    fn another_writers_file_in_the_making_is_left_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("cache");
+        std::fs::create_dir(&dir).unwrap();
+        let cache = Cache::new(dir.clone(), 10 * 4096);
+        let bytes = b"bytes both runners bring".to_vec();
+        let digest = sha256(&bytes);
+        let theirs = dir.join(format!(
+            ".{}.{}.0.tmp",
+            hex::encode(digest),
+            std::process::id()
+        ));
+        std::fs::write(&theirs, b"half written").unwrap();
+        cache.put(&digest, &bytes);
+        assert_eq!(cache.get(&digest), Some(bytes), "the entry is made");
+        assert_eq!(std::fs::read(&theirs).unwrap(), b"half written");
     }
 
     #[test]
