@@ -377,7 +377,20 @@ async fn answer(jobs: &Arc<Jobs>, endpoint: Endpoint) -> Response<Body> {
     match endpoint {
         Endpoint::Info => json(StatusCode::OK, &super::info(jobs)),
         Endpoint::Metrics => {
-            let text = jobs.metrics.render(&jobs.gauges());
+            // Off the async threads: the first look at the input cache measures its folder.
+            let all = jobs.clone();
+            let text = match tokio::task::spawn_blocking(move || all.metrics.render(&all.gauges()))
+                .await
+            {
+                Ok(text) => text,
+                Err(e) => {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        &format!("cannot gather the metrics: {e}"),
+                    )
+                }
+            };
             let mut r = Response::new(Full::new(Bytes::from(text)));
             r.headers_mut().insert(
                 CONTENT_TYPE,
