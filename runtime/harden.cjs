@@ -100,13 +100,6 @@ function stripBom(s) {
   return charCodeAt(s, 0) === 0xfeff ? stringSlice(s, 1) : s;
 }
 lock(Module.prototype, '_compile', function guardedCompile(content, filename, format) {
-  if (
-    Module.wrap !== wrap ||
-    Module.wrapper !== wrapper ||
-    !wrapperIntact()
-  ) {
-    denied('changing Module.wrap or Module.wrapper')();
-  }
   if (typeof filename !== 'string' || !startsWith(filename, SKILL)) {
     denied('compiling a file outside /skill')();
   }
@@ -124,6 +117,17 @@ lock(Module.prototype, '_compile', function guardedCompile(content, filename, fo
   }
   if (typeof content !== 'string' || (content !== onDisk && content !== stripBom(onDisk))) {
     denied('compiling source that is not the file\'s own')();
+  }
+  // The wrapper last, right before the compile: reading the file runs code of the tool's
+  // (Node's readFileSync reads properties of objects whose prototype the tool shapes), which
+  // could change the wrapper after an earlier look. From here to Node's wrap nothing of the
+  // tool's runs.
+  if (
+    Module.wrap !== wrap ||
+    Module.wrapper !== wrapper ||
+    !wrapperIntact()
+  ) {
+    denied('changing Module.wrap or Module.wrapper')();
   }
   // No spread: it would ask the array iterator, which the tool can replace.
   return apply(compile, this, format === undefined ? [content, filename] : [content, filename, format]);
