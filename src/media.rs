@@ -52,14 +52,19 @@ impl Media {
         }
         // Redirects only within Media's own origin (scheme, host, port), three at most: one
         // elsewhere would take the job's subject and project there, as plain http perhaps,
-        // and tell the job how another host answered. No proxy from the environment: a
-        // `run-job` started from a shell must not send them through the shell's proxy.
+        // and tell the job how another host answered. A proxy in the runner's environment
+        // (HTTPS_PROXY, NO_PROXY) is the operator's, and used.
         let origin = parsed.origin();
         let redirects = reqwest::redirect::Policy::custom(move |attempt| {
             if attempt.previous().len() > MAX_REDIRECTS {
                 attempt.error(format!("more than {MAX_REDIRECTS} redirects"))
             } else if attempt.url().origin() != origin {
-                attempt.error("a redirect to another origin than runner.media_url's, not followed")
+                attempt.error(
+                    "Media redirected to another origin (scheme, host or port) than \
+                     runner.media_url's, which the runner does not follow: it would take the \
+                     job's subject and project there; point runner.media_url at the origin \
+                     that serves the bytes",
+                )
             } else {
                 attempt.follow()
             }
@@ -68,7 +73,6 @@ impl Media {
             .connect_timeout(timeout)
             .timeout(timeout)
             .redirect(redirects)
-            .no_proxy()
             .user_agent(concat!("openvibe-skill-runner/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| format!("cannot build the Media client: {e}"))?;
