@@ -141,7 +141,8 @@ pub fn make_jobs_dir(dir: &Path) -> std::io::Result<bool> {
             } else {
                 Err(std::io::Error::other(format!(
                     "{} exists and is not a folder (a link is not followed): remove it, \
-                     and the runner makes its own",
+                     and the runner makes its own (to keep jobs on another disk, set \
+                     runner.state_dir there)",
                     dir.display()
                 )))
             }

@@ -183,20 +183,20 @@ impl Cache {
             .custom_flags(libc::O_NOFOLLOW)
             .mode(0o600)
             .open(&tmp);
-        let Ok(mut file) = made else {
-            // A file already at the name is another writer's: neither used nor removed.
-            return;
-        };
-        let ok = file
-            .write_all(bytes)
-            .and_then(|()| file.sync_all())
-            .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o444)))
-            .is_ok();
-        drop(file);
-        let added = ok && std::fs::rename(&tmp, &path).is_ok();
-        if !added {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        // A file already at the name is another writer's: neither used nor removed.
+        let added = made.is_ok_and(|mut file| {
+            let ok = file
+                .write_all(bytes)
+                .and_then(|()| file.sync_all())
+                .and_then(|()| file.set_permissions(std::fs::Permissions::from_mode(0o444)))
+                .is_ok();
+            drop(file);
+            let added = ok && std::fs::rename(&tmp, &path).is_ok();
+            if !added {
+                let _ = std::fs::remove_file(&tmp);
+            }
+            added
+        });
         if added && self.counters.measured.load(Ordering::Relaxed) {
             let counted = self.counters.bytes.fetch_add(cost, Ordering::Relaxed) + cost;
             let since = epoch_secs(SystemTime::now())

@@ -57,7 +57,9 @@ pub struct WarmSandbox {
     born: Option<Duration>,
     started: Started,
     cgroup: JobCgroup,
-    /// Removed when dropped, after its processes and cgroup (the fields above).
+    /// Removed when dropped (its cgroup's removal, and the kill with it, may still run on a
+    /// blocking thread then: the folder holds only the empty mount point of a root that
+    /// lives in the sandbox's own mount namespace).
     dir: JobDir,
     /// Released once its processes are shown gone; kept otherwise.
     lease: KeptUid,

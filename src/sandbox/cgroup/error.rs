@@ -29,9 +29,9 @@ pub enum CgroupError {
     #[error(
         "{path} is missing (this kernel does not account swap to cgroups) and the host swaps: \
          a job could use swap beyond mem_bytes, which the contract forbids, so none runs; \
-         turn on swap accounting (a kernel with CONFIG_MEMCG_SWAP, booted without \
-         swapaccount=0 or cgroup.memory=noswap; cgroup v1 before 5.8: with swapaccount=1) or \
-         turn swap off (swapoff -a)"
+         turn on swap accounting (boot without swapaccount=0 or cgroup.memory=noswap; \
+         before Linux 5.8, with swapaccount=1 where the kernel does not turn it on) or turn \
+         swap off (swapoff -a)"
     )]
     NoSwapLimit { path: PathBuf },
     #[error("invalid cgroup limits: {detail}")]
@@ -99,9 +99,9 @@ impl CgroupError {
             }
             CgroupError::Io { hint, .. } => (*hint).to_owned(),
             CgroupError::NoSwapLimit { .. } => {
-                "turn on swap accounting (a kernel with CONFIG_MEMCG_SWAP, booted without \
-                 swapaccount=0 or cgroup.memory=noswap; cgroup v1 before 5.8: with \
-                 swapaccount=1) or turn swap off (swapoff -a)"
+                "turn on swap accounting (boot without swapaccount=0 or cgroup.memory=noswap; \
+                 before Linux 5.8, with swapaccount=1 where the kernel does not turn it on) or \
+                 turn swap off (swapoff -a)"
                     .into()
             }
             CgroupError::KillTimeout { .. } => {

@@ -112,10 +112,9 @@ fn choose(
                 mount.mountpoint.display(),
                 mount.root
             ),
-            fix: "mount the cgroup2 filesystem of this cgroup namespace there (in a \
-                  container: `mount -t cgroup2 none /sys/fs/cgroup`, or the engine's private \
-                  cgroup namespace option), or set runner.cgroup_parent to a cgroup the mount \
-                  shows"
+            fix: "mount this cgroup namespace's own cgroup2 filesystem there instead (in a \
+                  container: `mount -t cgroup2 none /sys/fs/cgroup`, not a bind of the host's \
+                  /sys/fs/cgroup)"
                 .to_owned(),
         });
     }
