@@ -39,6 +39,8 @@ pub enum RuntimeError {
     Unsupported { path: PathBuf, version: String },
     #[error("Node at {path} says it is {PINNED_VERSION} but its sha256 is {found}, not the pinned {PINNED_SHA256}: reinstall it with scripts/install-node")]
     Tampered { path: PathBuf, found: String },
+    #[error("Node at {path} is not run: {why}. The runner runs it outside the sandbox to learn its version and libraries, so only root (or the runner's own user) may be able to change it: reinstall it with scripts/install-node, or make it and its folders root's (chown root, chmod go-w)")]
+    Untrusted { path: PathBuf, why: String },
     #[error("cannot list the libraries of {path}: {err}")]
     Libraries { path: PathBuf, err: String },
     #[error("cannot read {path}: {err}")]
@@ -187,6 +189,8 @@ pub fn inspect(
         path: node.into(),
         err,
     })?;
+    // Before it is run, and before a record of an earlier run is believed.
+    trusted(&node, nix::unistd::geteuid().as_raw())?;
     let id = identity(&node)?;
     if let Some(cache) = cache_file {
         if let Ok(text) = read_no_follow(cache) {
@@ -249,6 +253,56 @@ pub fn inspect(
         }
     }
     Ok(runtime)
+}
+
+/// Whether only root or `me` may change the file at `node` (a resolved path) and what it
+/// names: the file and each of its folders belong to one of them and no one else may write
+/// them. A folder others may write is enough when it is sticky (as `/tmp` is): there, no
+/// one else may rename or remove what root or `me` put in it, and that entry is checked in
+/// turn.
+fn trusted(node: &Path, me: u32) -> Result<(), RuntimeError> {
+    let untrusted = |why: String| RuntimeError::Untrusted {
+        path: node.to_path_buf(),
+        why,
+    };
+    let ours = |uid: u32| uid == 0 || uid == me;
+    let meta = std::fs::symlink_metadata(node).map_err(|err| RuntimeError::Io {
+        path: node.into(),
+        err,
+    })?;
+    if !meta.is_file() {
+        return Err(untrusted("it is not a regular file".into()));
+    }
+    if !ours(meta.uid()) {
+        return Err(untrusted(format!("it belongs to uid {}", meta.uid())));
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err(untrusted(format!(
+            "others may write it (mode {:o})",
+            meta.mode() & 0o7777
+        )));
+    }
+    for dir in node.ancestors().skip(1) {
+        let meta = std::fs::symlink_metadata(dir).map_err(|err| RuntimeError::Io {
+            path: dir.into(),
+            err,
+        })?;
+        if !ours(meta.uid()) {
+            return Err(untrusted(format!(
+                "its folder {} belongs to uid {}",
+                dir.display(),
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
+            return Err(untrusted(format!(
+                "others may write its folder {} (mode {:o})",
+                dir.display(),
+                meta.mode() & 0o7777
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The record's bytes, never through a link ([`crate::state_dir::open_file`]).
@@ -327,6 +381,85 @@ mod tests {
             .filter(|n| n.ends_with(".tmp") && n != "runtime.tmp")
             .collect();
         assert!(left.is_empty(), "no temporary file left: {left:?}");
+    }
+
+    /// A stand-in Node that says it is the pinned version and leaves a mark when it runs.
+    fn marking_node(dir: &Path, mode: u32) -> (PathBuf, PathBuf) {
+        use std::os::unix::fs::PermissionsExt as _;
+        let node = dir.join("node");
+        let mark = dir.join("ran");
+        std::fs::write(
+            &node,
+            format!(
+                "#!/bin/sh\necho ran > '{}'\necho {PINNED_VERSION}\n",
+                mark.display()
+            ),
+        )
+        .expect("write");
+        std::fs::set_permissions(&node, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        (node, mark)
+    }
+
+    fn chmod(path: &Path, mode: u32) {
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
+    }
+
+    #[test]
+    fn a_node_others_may_change_is_never_run() {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("mkdir");
+        chmod(dir.path(), 0o755);
+        chmod(&bin, 0o755);
+        let (node, mark) = marking_node(&bin, 0o757);
+        let e = inspect(&node, false, None).expect_err("refused");
+        assert!(matches!(e, RuntimeError::Untrusted { .. }), "{e}");
+        assert!(e.to_string().contains("mode 757"), "{e}");
+        assert!(!mark.exists(), "a file others may write was run");
+
+        chmod(&node, 0o755);
+        chmod(&bin, 0o777);
+        let e = inspect(&node, false, None).expect_err("refused");
+        assert!(e.to_string().contains("its folder"), "{e}");
+        assert!(
+            !mark.exists(),
+            "a file in a folder others may write was run"
+        );
+
+        // A sticky folder (as /tmp is) is enough: no one else may replace what is in it.
+        chmod(&bin, 0o1777);
+        // (A shell script: ldd then refuses it, which is not this test's matter.)
+        let e = inspect(&node, false, None).expect_err("not a Node");
+        assert!(!matches!(e, RuntimeError::Untrusted { .. }), "{e}");
+        assert!(mark.exists(), "a file only its owner may change is run");
+    }
+
+    #[test]
+    fn a_node_of_another_user_is_refused_and_so_is_its_folder() {
+        use std::os::unix::fs::MetadataExt as _;
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        chmod(dir.path(), 0o755);
+        let (node, _) = marking_node(dir.path(), 0o755);
+        let mine = std::fs::metadata(&node).expect("stat").uid();
+        // As root, the file is given to another user; otherwise the runner is another user.
+        let me = if mine == 0 {
+            std::os::unix::fs::chown(&node, Some(65534), None).expect("chown");
+            0
+        } else {
+            mine + 1
+        };
+        let real = std::fs::canonicalize(&node).expect("resolve");
+        let e = trusted(&real, me).expect_err("refused");
+        assert!(e.to_string().contains("belongs to uid"), "{e}");
+        if mine == 0 {
+            std::os::unix::fs::chown(&node, Some(0), None).expect("chown");
+            std::os::unix::fs::chown(dir.path(), Some(65534), None).expect("chown");
+            let e = trusted(&real, me).expect_err("refused");
+            assert!(e.to_string().contains("its folder"), "{e}");
+            std::os::unix::fs::chown(dir.path(), Some(0), None).expect("chown");
+        }
+        trusted(&real, if mine == 0 { 0 } else { mine }).expect("its own user's file");
     }
 
     #[test]
