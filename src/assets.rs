@@ -72,19 +72,34 @@ fn find(
             })
             .map_err(|e| (path, e))
     };
+    // A file another user may change would let that user loosen every job's sandbox.
+    let trusted = |asset: Asset| {
+        let Source::File(path) = &asset.source else {
+            return Ok(asset);
+        };
+        let me = nix::unistd::geteuid().as_raw();
+        match crate::state_dir::file_problem(path, me, &format!("the {name} override")) {
+            None => Ok(asset),
+            Some(problem) => Err(format!(
+                "{problem}; or remove it to use the built-in {name}"
+            )),
+        }
+    };
     if let Some(dir) = configured {
-        return read(dir.join(name)).map_err(|(path, e)| {
-            format!(
-                "{setting} is {} but {} cannot be read ({e}): put the file there, or remove \
-                 {setting} to use the built-in {name}",
-                dir.display(),
-                path.display()
-            )
-        });
+        return read(dir.join(name))
+            .map_err(|(path, e)| {
+                format!(
+                    "{setting} is {} but {} cannot be read ({e}): put the file there, or \
+                     remove {setting} to use the built-in {name}",
+                    dir.display(),
+                    path.display()
+                )
+            })
+            .and_then(trusted);
     }
     let path = etc.join(name);
     match read(path) {
-        Ok(asset) => Ok(asset),
+        Ok(asset) => trusted(asset),
         Err((_, e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(Asset {
             name,
             bytes: Cow::Borrowed(built_in),
@@ -174,6 +189,36 @@ mod tests {
         std::fs::create_dir(etc.path().join("x.json")).expect("mkdir");
         let err = find("x.json", None, "s", etc.path(), b"built").expect_err("must fail");
         assert!(err.contains("override"), "{err}");
+    }
+
+    #[test]
+    fn an_override_others_may_change_is_refused_not_used() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let chmod = |p: &Path, mode| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod")
+        };
+        let etc = tempfile::tempdir().expect("tempdir");
+        let dir = etc.path().join("policies");
+        std::fs::create_dir(&dir).expect("mkdir");
+        chmod(etc.path(), 0o755);
+        chmod(&dir, 0o755);
+        let file = dir.join("x.json");
+        std::fs::write(&file, b"loosened").expect("write");
+        for configured in [None, Some(dir.as_path())] {
+            let search = |etc: &Path| find("x.json", configured, "runner.x", etc, b"built");
+            chmod(&file, 0o646);
+            let err = search(&dir).expect_err("a file others may write");
+            assert!(
+                err.contains("(mode 646)") && err.contains("built-in"),
+                "{err}"
+            );
+            chmod(&file, 0o644);
+            chmod(&dir, 0o777);
+            let err = search(&dir).expect_err("a folder others may write");
+            assert!(err.contains("(mode 777) and is not sticky"), "{err}");
+            chmod(&dir, 0o755);
+            assert_eq!(&*search(&dir).expect("root's file").bytes, b"loosened");
+        }
     }
 
     #[test]

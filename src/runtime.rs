@@ -39,7 +39,7 @@ pub enum RuntimeError {
     Unsupported { path: PathBuf, version: String },
     #[error("Node at {path} says it is {PINNED_VERSION} but its sha256 is {found}, not the pinned {PINNED_SHA256}: reinstall it with scripts/install-node")]
     Tampered { path: PathBuf, found: String },
-    #[error("Node at {path} is not run: {why}. The runner runs it outside the sandbox to learn its version and libraries, so only root (or the runner's own user) may be able to change it: reinstall it with scripts/install-node, or make it and its folders root's (chown root, chmod go-w)")]
+    #[error("Node at {path} is not run: {why} (the runner runs it outside the sandbox to learn its version and libraries; scripts/install-node installs it where only root may change it)")]
     Untrusted { path: PathBuf, why: String },
     #[error("cannot list the libraries of {path}: {err}")]
     Libraries { path: PathBuf, err: String },
@@ -255,54 +255,15 @@ pub fn inspect(
     Ok(runtime)
 }
 
-/// Whether only root or `me` may change the file at `node` (a resolved path) and what it
-/// names: the file and each of its folders belong to one of them and no one else may write
-/// them. A folder others may write is enough when it is sticky (as `/tmp` is): there, no
-/// one else may rename or remove what root or `me` put in it, and that entry is checked in
-/// turn.
+/// Whether only root or `me` may change the Node at `node` (the runner runs it).
 fn trusted(node: &Path, me: u32) -> Result<(), RuntimeError> {
-    let untrusted = |why: String| RuntimeError::Untrusted {
-        path: node.to_path_buf(),
-        why,
-    };
-    let ours = |uid: u32| uid == 0 || uid == me;
-    let meta = std::fs::symlink_metadata(node).map_err(|err| RuntimeError::Io {
-        path: node.into(),
-        err,
-    })?;
-    if !meta.is_file() {
-        return Err(untrusted("it is not a regular file".into()));
+    match crate::state_dir::file_problem(node, me, "the Node runtime") {
+        None => Ok(()),
+        Some(why) => Err(RuntimeError::Untrusted {
+            path: node.to_path_buf(),
+            why,
+        }),
     }
-    if !ours(meta.uid()) {
-        return Err(untrusted(format!("it belongs to uid {}", meta.uid())));
-    }
-    if meta.mode() & 0o022 != 0 {
-        return Err(untrusted(format!(
-            "others may write it (mode {:o})",
-            meta.mode() & 0o7777
-        )));
-    }
-    for dir in node.ancestors().skip(1) {
-        let meta = std::fs::symlink_metadata(dir).map_err(|err| RuntimeError::Io {
-            path: dir.into(),
-            err,
-        })?;
-        if !ours(meta.uid()) {
-            return Err(untrusted(format!(
-                "its folder {} belongs to uid {}",
-                dir.display(),
-                meta.uid()
-            )));
-        }
-        if meta.mode() & 0o022 != 0 && meta.mode() & 0o1000 == 0 {
-            return Err(untrusted(format!(
-                "others may write its folder {} (mode {:o})",
-                dir.display(),
-                meta.mode() & 0o7777
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The record's bytes, never through a link ([`crate::state_dir::open_file`]).
@@ -415,13 +376,16 @@ mod tests {
         let (node, mark) = marking_node(&bin, 0o757);
         let e = inspect(&node, false, None).expect_err("refused");
         assert!(matches!(e, RuntimeError::Untrusted { .. }), "{e}");
-        assert!(e.to_string().contains("mode 757"), "{e}");
+        assert!(e.to_string().contains("(mode 757)"), "{e}");
         assert!(!mark.exists(), "a file others may write was run");
 
         chmod(&node, 0o755);
         chmod(&bin, 0o777);
         let e = inspect(&node, false, None).expect_err("refused");
-        assert!(e.to_string().contains("its folder"), "{e}");
+        assert!(
+            e.to_string().contains("(mode 777) and is not sticky"),
+            "{e}"
+        );
         assert!(
             !mark.exists(),
             "a file in a folder others may write was run"
@@ -456,7 +420,7 @@ mod tests {
             std::os::unix::fs::chown(&node, Some(0), None).expect("chown");
             std::os::unix::fs::chown(dir.path(), Some(65534), None).expect("chown");
             let e = trusted(&real, me).expect_err("refused");
-            assert!(e.to_string().contains("its folder"), "{e}");
+            assert!(e.to_string().contains("on the way to"), "{e}");
             std::os::unix::fs::chown(dir.path(), Some(0), None).expect("chown");
         }
         trusted(&real, if mine == 0 { 0 } else { mine }).expect("its own user's file");

@@ -100,6 +100,44 @@ pub fn socket_problem(path: &Path) -> Option<String> {
     None
 }
 
+/// Whether only root or the user `me` may change the file at `path` and what it names: the
+/// file belongs to one of them and no one else may write it, and each folder and link on
+/// the way, as written and as resolved, passes the state directory's rule. For the files
+/// the runner trusts as its own (the Node it runs, a policy or preload overriding the
+/// built-in one); `what` names the file in the message.
+pub fn file_problem(path: &Path, me: u32, what: &str) -> Option<String> {
+    let judged = || -> Result<(), String> {
+        let cannot = |e: std::io::Error| format!("cannot resolve {what} {}: {e}", path.display());
+        let absolute = std::path::absolute(path).map_err(cannot)?;
+        let real = std::fs::canonicalize(&absolute).map_err(cannot)?;
+        for way in [&absolute, &real] {
+            along(way, me, path, what)?;
+        }
+        let meta = std::fs::metadata(&real).map_err(cannot)?;
+        let fix = "make it root's (chown root, chmod go-w) or put it where only root may write";
+        if !meta.is_file() {
+            return Err(format!("{what} {} is not a regular file", path.display()));
+        }
+        if meta.uid() != 0 && meta.uid() != me {
+            return Err(format!(
+                "{what} {} belongs to uid {}: that user could change what the runner trusts; \
+                 {fix}",
+                path.display(),
+                meta.uid()
+            ));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(format!(
+                "{what} {} may be written by other users (mode {:o}); {fix}",
+                path.display(),
+                meta.mode() & 0o7777
+            ));
+        }
+        Ok(())
+    };
+    judged().err()
+}
+
 /// Each folder and link on the way to `path` (not `path` itself when it is a folder: the
 /// caller checks it as the state directory), looked at without following links. `what`
 /// names `shown` in the messages.
