@@ -96,16 +96,21 @@ pub fn spawn_when_not_busy(cmd: &mut Command) -> std::io::Result<std::process::C
     }
 }
 
-/// Runs `cmd` with `text` on its stdin and its stdout and stderr captured, to its end.
-pub fn feed(cmd: &mut Command, text: &[u8]) -> std::process::Output {
+/// Starts `cmd` with its stdin, stdout and stderr piped; the caller writes what it reads.
+pub fn spawn_piped(cmd: &mut Command) -> std::process::Child {
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    spawn_when_not_busy(cmd)
-        .and_then(|mut child| {
-            child.stdin.take().expect("stdin").write_all(text)?;
-            child.wait_with_output()
-        })
+    spawn_when_not_busy(cmd).unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
+}
+
+/// Runs `cmd` with `text` on its stdin and its stdout and stderr captured, to its end.
+pub fn feed(cmd: &mut Command, text: &[u8]) -> std::process::Output {
+    let mut child = spawn_piped(cmd);
+    // Its own statement: the pipe closes here, so the command reads to its end.
+    let written = child.stdin.take().expect("stdin").write_all(text);
+    written
+        .and_then(|()| child.wait_with_output())
         .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"))
 }
 
@@ -208,13 +213,7 @@ impl State {
     /// Starts `run-job` in this state directory and writes it the job (its stdin then
     /// closed); stdout and stderr are piped.
     pub fn start_run_job(&self, text: &[u8]) -> std::process::Child {
-        let mut child = runner_in(self.path())
-            .args(["run-job", "-"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn the runner");
+        let mut child = spawn_piped(runner_in(self.path()).args(["run-job", "-"]));
         child
             .stdin
             .take()

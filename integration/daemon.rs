@@ -819,16 +819,14 @@ fn a_daemon_in_a_pid_namespace_leaves_another_runners_job_alone() {
         20000,
     ))
     .expect("job json");
-    let mut run = runner_under(
-        &["unshare", "--pid", "--fork", "--kill-child"],
-        other.path(),
-    )
-    .args(["run-job", "-"])
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .spawn()
-    .expect("unshare(1) from util-linux runs the runner in a pid namespace");
+    // unshare(1), from util-linux, runs the runner in a pid namespace.
+    let mut run = spawn_piped(
+        runner_under(
+            &["unshare", "--pid", "--fork", "--kill-child"],
+            other.path(),
+        )
+        .args(["run-job", "-"]),
+    );
     run.stdin
         .take()
         .expect("stdin")

@@ -275,13 +275,8 @@ fn a_runner_under_nice_runs_its_jobs_at_its_nice_value_warm_or_cold() {
     let code = "setTimeout(() => process.stdout.write(JSON.stringify({waited: true})), 1500);";
     for warm in [false, true] {
         let state = warm_or_cold(warm);
-        let mut child = runner_under(&["nice", "-n", "5"], state.path())
-            .args(["run-job", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("run nice (coreutils)");
+        let mut child =
+            spawn_piped(runner_under(&["nice", "-n", "5"], state.path()).args(["run-job", "-"]));
         let id = format!("itest-nice-{}", if warm { "warm" } else { "cold" });
         let text = serde_json::to_vec(&job(&id, code, json!(null))).expect("json");
         std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), &text).expect("the job");
@@ -487,16 +482,14 @@ fn two_runners_side_by_side_never_share_a_uid() {
         .map(|(i, state)| {
             let job = serde_json::to_vec(&job(&format!("itest-uid-{i}"), code, json!({})))
                 .expect("job json");
-            let mut child = runner_under(
-                &["unshare", "--pid", "--fork", "--kill-child"],
-                state.path(),
-            )
-            .args(["run-job", "-"])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("unshare(1) from util-linux runs the runner in a pid namespace");
+            // unshare(1), from util-linux, runs the runner in a pid namespace.
+            let mut child = spawn_piped(
+                runner_under(
+                    &["unshare", "--pid", "--fork", "--kill-child"],
+                    state.path(),
+                )
+                .args(["run-job", "-"]),
+            );
             use std::io::Write as _;
             child
                 .stdin
@@ -924,13 +917,7 @@ fn a_job_larger_than_any_job_is_rejected_with_its_result() {
     use std::io::Write as _;
     let _h = shared();
     let state = State::new();
-    let mut child = runner_in(state.path())
-        .args(["run-job", "-"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run-job");
+    let mut child = spawn_piped(runner_in(state.path()).args(["run-job", "-"]));
     let mut stdin = child.stdin.take().expect("stdin");
     // A job's start, then padding past 8 MiB: the runner stops reading at its bound, so
     // the write may end early with a broken pipe.

@@ -26,7 +26,9 @@
 //!   request that finds the upstream gone gets `502` with the code `upstream_unreachable`.
 //! - Header case is kept both ways (hyper's `preserve_header_case`), and no `Date` is added.
 //! - A request head is at most 16 KiB, as the first one (`sniff::MAX_HEAD`); a response head
-//!   is bounded by hyper's default.
+//!   at most [`MAX_RESPONSE_HEAD`] (the buffer hyper reads it into is the runner's memory,
+//!   outside the job's cgroup, once a connection); a larger one is `502`,
+//!   `upstream_unreachable`.
 
 use std::convert::Infallible;
 use std::io;
@@ -49,6 +51,10 @@ use tokio::net::TcpStream;
 use super::decide::{self, Attempt, RefusalCode};
 use super::record::Flow;
 use super::sniff::{self, MAX_HEAD, REFUSAL_HEADER};
+
+/// The largest response head an upstream may send (hyper's own default is about 400 KiB,
+/// which 64 connections of a job would hold 26 MB of).
+pub const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 use crate::job::Net;
 
 /// How long a kept-alive connection may wait for its next request head.
@@ -150,6 +156,7 @@ pub async fn serve(
     };
     let (sender, upstream_conn) = hyper::client::conn::http1::Builder::new()
         .preserve_header_case(true)
+        .max_buf_size(MAX_RESPONSE_HEAD)
         .handshake::<_, Incoming>(TokioIo::new(upstream))
         .await?;
     let state = Arc::new(Connection {

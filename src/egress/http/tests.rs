@@ -120,6 +120,79 @@ async fn read_response(tool: &mut TcpStream) -> String {
     }
 }
 
+/// An upstream that answers its first request with a head holding a header of `size`
+/// bytes, then closes.
+async fn upstream_with_head_of(size: usize) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        let Ok((mut socket, _)) = listener.accept().await else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !head.ends_with(b"\r\n\r\n") && head.len() < 16 * 1024 {
+            match socket.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => head.extend_from_slice(&buf[..n]),
+            }
+        }
+        let answer = format!(
+            "HTTP/1.1 200 OK\r\nX-Big: {}\r\nContent-Length: 2\r\n\r\nok",
+            "a".repeat(size)
+        );
+        let _ = socket.write_all(answer.as_bytes()).await;
+    });
+    addr
+}
+
+/// A response head over [`MAX_RESPONSE_HEAD`] is not buffered up to hyper's own bound: the
+/// tool is told `502`; one below it passes whole.
+#[tokio::test]
+async fn a_response_head_over_its_bound_is_refused() {
+    for (size, passes) in [
+        (MAX_RESPONSE_HEAD / 2, true),
+        (MAX_RESPONSE_HEAD * 2, false),
+    ] {
+        let Proxied { mut tool, .. } = proxied(
+            upstream_with_head_of(size).await,
+            b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n",
+            Activity::new(),
+        )
+        .await;
+        let mut got = Vec::new();
+        let mut buf = [0u8; 64 * 1024];
+        // The whole answer, or its status line and no more than one more read.
+        let read = tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match tool.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got.extend_from_slice(&buf[..n]),
+                }
+                if got.ends_with(b"\r\n\r\nok") || got.len() > 4 * MAX_RESPONSE_HEAD {
+                    break;
+                }
+                if !passes && got.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+        })
+        .await;
+        assert!(read.is_ok(), "no answer for a head of {size} bytes");
+        let text = String::from_utf8_lossy(&got);
+        let status = text.lines().next().unwrap_or_default();
+        if passes {
+            assert_eq!(status, "HTTP/1.1 200 OK", "a head of {size} bytes");
+            assert!(got.ends_with(b"\r\n\r\nok") && got.len() > size, "{status}");
+        } else {
+            assert!(
+                status.starts_with("HTTP/1.1 502"),
+                "a head of {size}: {status}"
+            );
+        }
+    }
+}
+
 /// A later request on a kept-alive connection that hyper's parser refuses (a body length
 /// two parsers could read differently) gets hyper's `400` and is recorded as one refused
 /// attempt on the connection, after the allowed one the connection itself is.

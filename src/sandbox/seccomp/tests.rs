@@ -665,6 +665,36 @@ fn files_open_for_reading_only() {
 }
 
 #[test]
+fn mmap_refuses_huge_pages_and_madvise_refuses_ksm() {
+    const MAP_HUGETLB: u64 = 0x40000;
+    const MADV_MERGEABLE: u64 = 12;
+    let anon = (libc::MAP_PRIVATE | libc::MAP_ANONYMOUS) as u64;
+    let rw = (libc::PROT_READ | libc::PROT_WRITE) as u64;
+    for net in NETS {
+        for flags in [
+            anon | MAP_HUGETLB,
+            anon | MAP_HUGETLB | 21 << 26,
+            MAP_HUGETLB | 1 << 40,
+        ] {
+            let args = [0, 1 << 21, rw, flags, u64::MAX, 0];
+            let what = format!("mmap flags {flags:#x}");
+            assert_outcome(net, &what, libc::SYS_mmap, &args, EPERM_RET);
+        }
+        let plain = [0, 4096, rw, anon, u64::MAX, 0];
+        assert_outcome(net, "mmap anonymous", libc::SYS_mmap, &plain, RET_ALLOW);
+        for advice in [MADV_MERGEABLE, MADV_MERGEABLE | 1 << 32] {
+            let what = format!("madvise {advice:#x}");
+            assert_outcome(net, &what, libc::SYS_madvise, &[0, 4096, advice], EPERM_RET);
+        }
+        for advice in [libc::MADV_DONTNEED, libc::MADV_FREE, libc::MADV_HUGEPAGE] {
+            let what = format!("madvise {advice}");
+            let args = [0, 4096, advice as u64];
+            assert_outcome(net, &what, libc::SYS_madvise, &args, RET_ALLOW);
+        }
+    }
+}
+
+#[test]
 fn ioctl_refuses_tiocsti_and_tioclinux_on_the_low_32_bits() {
     for net in NETS {
         for cmd in [libc::TIOCSTI, libc::TIOCLINUX] {
