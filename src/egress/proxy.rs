@@ -88,6 +88,13 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// How long `finish` waits for the job's tasks to end once told to stop.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
+/// Upstream lookups one job may have under way at once; more wait (within
+/// [`RESOLVE_TIME`]).
+pub const MAX_JOB_LOOKUPS: usize = 16;
+/// Upstream lookups every job together may have under way at once: the resolver they share
+/// is the Link's (its router's, its network's), which a job asking many names of a zone
+/// whose servers never answer would otherwise fill for everyone.
+pub const MAX_RUNNER_LOOKUPS: usize = 64;
 /// How long a listener rests after a failed accept.
 pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// How long a new connection waits for the place of an idle one closed for it.
@@ -101,6 +108,8 @@ const TLS_IDLE: Duration = Duration::from_secs(1);
 pub struct Egress {
     policy: Arc<EgressPolicy>,
     upstream: Upstream,
+    /// [`MAX_RUNNER_LOOKUPS`], shared by every job.
+    lookups: Arc<Semaphore>,
 }
 
 /// Why a job's egress could not start.
@@ -131,6 +140,7 @@ impl Egress {
                 upstream: Upstream::fixed(
                     &dns_servers.iter().map(|d| d.0).collect::<Vec<SocketAddr>>(),
                 ),
+                lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
             }
         }
     }
@@ -140,9 +150,17 @@ impl Egress {
         let egress = Egress {
             policy: Arc::new(policy),
             upstream: Upstream::system(path),
+            lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
         };
         let _ = egress.resolver();
         egress
+    }
+
+    /// The same, with `places` upstream lookups for every job together.
+    #[cfg(test)]
+    fn with_runner_lookups(mut self, places: usize) -> Egress {
+        self.lookups = Arc::new(Semaphore::new(places));
+        self
     }
 
     pub fn policy(&self) -> &EgressPolicy {
@@ -201,6 +219,8 @@ impl Egress {
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             dns_queries: AtomicU64::new(0),
             dns_in_flight: Arc::new(Semaphore::new(MAX_DNS_IN_FLIGHT)),
+            lookups: Semaphore::new(MAX_JOB_LOOKUPS),
+            runner_lookups: self.lookups.clone(),
             names: Mutex::new(HashMap::new()),
             open: Mutex::new(OpenConnections::default()),
             log: log.clone(),
@@ -291,6 +311,10 @@ struct ServedJob {
     dns_queries: AtomicU64,
     /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
     dns_in_flight: Arc<Semaphore>,
+    /// Upstream lookups under way: this job's ([`MAX_JOB_LOOKUPS`]) and every job's
+    /// ([`MAX_RUNNER_LOOKUPS`]).
+    lookups: Semaphore,
+    runner_lookups: Arc<Semaphore>,
     /// What the upstream said about each name resolved in this job (at most
     /// `dns.max_names`), shared by the DNS responder and the proxy; a failure is not kept,
     /// but its name keeps its place.

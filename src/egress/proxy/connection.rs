@@ -243,10 +243,18 @@ async fn proxy_connection(
     }
 }
 
-/// One upstream lookup of `name` (A and AAAA, fully qualified, bounded by [`RESOLVE_TIME`]).
+/// One upstream lookup of `name` (A and AAAA, fully qualified, bounded by [`RESOLVE_TIME`],
+/// its wait for a place among the lookups under way included).
 pub(super) async fn lookup(job: &ServedJob, name: &str) -> Resolution {
     let fqdn = format!("{name}.");
-    match tokio::time::timeout(RESOLVE_TIME, job.resolver.lookup_ip(fqdn.as_str())).await {
+    let asked = async {
+        // The job's own places first: a job waiting for its own never holds one of the
+        // runner's.
+        let _job = job.lookups.acquire().await;
+        let _runner = job.runner_lookups.acquire().await;
+        job.resolver.lookup_ip(fqdn.as_str()).await
+    };
+    match tokio::time::timeout(RESOLVE_TIME, asked).await {
         Ok(Ok(lookup)) => {
             let mut chain = Vec::new();
             for r in lookup.as_lookup().answers() {

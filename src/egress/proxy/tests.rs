@@ -224,6 +224,99 @@ fn udp_queries_too_long_or_past_the_cap_are_dropped() {
     );
 }
 
+/// Sends a query of type A for each of `names` to `job`'s DNS responder, from inside its
+/// network namespace (a thread of its own, so the test's others stay where they are).
+fn ask_from_inside(job: &JobEgress, names: &[String]) {
+    use nix::sched::{setns, CloneFlags};
+    use std::os::fd::AsFd;
+    let netns = job.netns.as_fd().try_clone_to_owned().expect("netns fd");
+    let queries: Vec<Vec<u8>> = names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| padded_query(1000 + i as u16, name, 0))
+        .collect();
+    std::thread::spawn(move || {
+        setns(&netns, CloneFlags::CLONE_NEWNET).expect("setns");
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").expect("bind");
+        s.connect("127.0.0.1:53").expect("connect");
+        for q in &queries {
+            s.send(q).expect("send");
+        }
+    })
+    .join()
+    .expect("the namespace's thread");
+}
+
+/// The names starting with `prefix` that the upstream `hole` was asked, among the queries
+/// it holds now (each name once, whatever its type and however often it was asked).
+fn names_asked(hole: &std::net::UdpSocket, prefix: &str) -> std::collections::BTreeSet<String> {
+    hole.set_nonblocking(true).expect("nonblocking");
+    let mut buf = vec![0u8; 4096];
+    let mut names = std::collections::BTreeSet::new();
+    while let Ok(n) = hole.recv(&mut buf) {
+        if let Ok(m) = hickory_proto::op::Message::from_vec(&buf[..n]) {
+            names.extend(
+                m.queries
+                    .iter()
+                    .map(|q| q.name().to_ascii())
+                    .filter(|name| name.starts_with(prefix)),
+            );
+        }
+    }
+    names
+}
+
+/// A job asking many names of a zone whose servers never answer has at most
+/// `MAX_JOB_LOOKUPS` of them asked upstream at once, and every job together at most the
+/// runner's places: a second job gets what is left, not the resolver the first filled.
+#[test]
+fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
+    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped(
+            "upstream_lookups_are_bounded_for_a_job_and_for_the_runner",
+            &missing,
+        );
+        return;
+    }
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
+    let upstream = DnsServer(hole.local_addr().expect("addr"));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let runner_places = MAX_JOB_LOOKUPS + 4;
+    let egress =
+        Egress::new(EgressPolicy::shipped(), &[upstream]).with_runner_lookups(runner_places);
+    let start = |id: &str| {
+        rt.block_on(egress.start(id, Net::OpenvibeOnly))
+            .unwrap_or_else(|e| panic!("egress: {e}"))
+    };
+    let (first, second) = (start("lookups-first"), start("lookups-second"));
+    let names = |prefix: &str| -> Vec<String> {
+        (0..40)
+            .map(|i| format!("{prefix}{i}.openvibe.services"))
+            .collect()
+    };
+    // Well within RESOLVE_TIME, after which the waiting lookups give up.
+    let settle = Duration::from_millis(1000);
+    ask_from_inside(&first, &names("first"));
+    std::thread::sleep(settle);
+    let by_first = names_asked(&hole, "first");
+    ask_from_inside(&second, &names("second"));
+    std::thread::sleep(settle);
+    let by_second = names_asked(&hole, "second");
+    rt.block_on(first.finish());
+    rt.block_on(second.finish());
+    assert_eq!(by_first.len(), MAX_JOB_LOOKUPS, "{by_first:?}");
+    assert_eq!(
+        by_second.len(),
+        runner_places - MAX_JOB_LOOKUPS,
+        "the runner's places left: {by_second:?}"
+    );
+}
+
 /// Counts the lines a subscriber writes.
 #[derive(Clone, Default)]
 struct Lines(Arc<AtomicU64>);
