@@ -71,7 +71,8 @@ fn run_job_passes_the_input_to_stdin_as_written() {
     let state = State::new();
     let r = run_job_raw(&state, &job_text("exact-rj-echo", ECHO, INPUT));
     r.assert_output(INPUT);
-    assert_host_clean("exact-rj");
+    // Its own jobs' prefix: the tests beside it run jobs of their own.
+    assert_host_clean("exact-rj-echo");
 }
 
 #[test]
@@ -93,10 +94,11 @@ fn run_job_returns_the_output_as_written() {
     .enumerate()
     {
         let code = format!("process.stdout.write({text:?})");
-        let r = run_job_raw(&state, &job_text(&format!("exact-rj-s{i}"), &code, "null"));
+        let id = format!("exact-rj-out-s{i}");
+        let r = run_job_raw(&state, &job_text(&id, &code, "null"));
         r.assert_output(text);
     }
-    assert_host_clean("exact-rj");
+    assert_host_clean("exact-rj-out");
 }
 
 #[test]
