@@ -768,6 +768,18 @@ static void main_mode(const char *abstract, const char *hostpath, long hostpid, 
         TRY("ftruncate", ftruncate(fd, 0));
         TRY("fallocate", fallocate(fd, 0, 0, 4096));
         TRY("fsetxattr", fsetxattr(fd, "user.ovsr", "x", 1, 0));
+        /* A filesystem's own ioctl and a read lock, on a file the job may read: seccomp
+         * allows only the commands Node asks for. */
+        {
+            int size = 0;
+            TRY("ioctl_figetbsz", ioctl(fd, 2 /* FIGETBSZ */, &size));
+            struct flock lock;
+            memset(&lock, 0, sizeof lock);
+            lock.l_type = F_RDLCK;
+            lock.l_whence = SEEK_SET;
+            TRY("fcntl_ofd_read_lock", fcntl(fd, 37 /* F_OFD_SETLK */, &lock));
+            TRY("fcntl_getfl", fcntl(fd, F_GETFL));
+        }
         if (fd >= 0)
             close(fd);
     }
