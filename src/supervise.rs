@@ -898,11 +898,20 @@ pub fn classify(o: &Outcome, wall_ms: u64, mem_bytes: u64) -> Verdict {
         None => {}
     }
     let failed = exit_code != Some(0);
-    if failed
-        && (o.stats.oom_killed
-            || o.stats.memory_limit_hit
-            || heap_ceiling_reached(o, signal, mem_bytes))
-    {
+    let heap_ceiling = heap_ceiling_reached(o, signal, mem_bytes);
+    if failed && o.stats.oom_killed && !o.stats.memory_limit_hit && !heap_ceiling {
+        // The job's memory never reached its cap: the OOM killer was the host's (or that
+        // of a cgroup above the job's), which picks a sandbox first.
+        return verdict(
+            Reason::HostOutOfMemory,
+            format!(
+                "the kernel's out-of-memory killer ended the tool while it was under its \
+                 {mem_bytes} bytes: the host ran out of memory, not the job; it may run again"
+            ),
+            None,
+        );
+    }
+    if failed && (o.stats.oom_killed || o.stats.memory_limit_hit || heap_ceiling) {
         return verdict(
             Reason::Memory,
             format!("the tool ran out of its {mem_bytes} bytes of memory"),

@@ -86,6 +86,9 @@ pub enum Reason {
     RunnerRestarted,
     /// The runner was stopped before or while the job ran.
     Shutdown,
+    /// The kernel's out-of-memory killer ended the tool while the job was under its own
+    /// memory limit: the host (or the runner's cgroup) ran out, not the job.
+    HostOutOfMemory,
     /// The sandbox ended without saying how the tool ended.
     NoReport,
     /// A job with this id is journaled as accepted although memory does not hold it.
@@ -96,7 +99,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for tests and for whoever lists them.
-    pub const ALL: [Reason; 24] = [
+    pub const ALL: [Reason; 25] = [
         Reason::Exit,
         Reason::Signal,
         Reason::BadOutput,
@@ -118,6 +121,7 @@ impl Reason {
         Reason::RunnerUnavailable,
         Reason::RunnerRestarted,
         Reason::Shutdown,
+        Reason::HostOutOfMemory,
         Reason::NoReport,
         Reason::Duplicate,
         Reason::Internal,
@@ -140,6 +144,7 @@ impl Reason {
             | Reason::RunnerUnavailable
             | Reason::RunnerRestarted
             | Reason::Shutdown
+            | Reason::HostOutOfMemory
             | Reason::NoReport
             | Reason::Duplicate
             | Reason::Internal => Status::Internal,
@@ -170,6 +175,7 @@ impl Reason {
             Reason::RunnerUnavailable => "runner_unavailable",
             Reason::RunnerRestarted => "runner_restarted",
             Reason::Shutdown => "shutdown",
+            Reason::HostOutOfMemory => "host_out_of_memory",
             Reason::NoReport => "no_report",
             Reason::Duplicate => "duplicate",
             Reason::Internal => "internal",
@@ -355,6 +361,7 @@ mod tests {
                     "runner_unavailable",
                     "runner_restarted",
                     "shutdown",
+                    "host_out_of_memory",
                     "no_report",
                     "duplicate",
                     "internal",

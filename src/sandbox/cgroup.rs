@@ -140,10 +140,14 @@ pub struct CgroupStats {
     /// Peak memory (v1 `memory.max_usage_in_bytes`, v2 `memory.peak` else `memory.current`,
     /// which the supervisor raises to what its [`PeakSampler`] saw).
     pub mem_peak_bytes: u64,
-    /// The memory cap was reached (v1 `memory.failcnt` or `memory.memsw.failcnt` > 0 or an
-    /// oom_kill in `memory.oom_control`; v2 `memory.events` max, oom or oom_kill > 0).
+    /// The job's own memory cap was reached: on v1 a failure in `memory.failcnt` or
+    /// `memory.memsw.failcnt`, or the peak at the limit (Linux 6.18's v1 counted no
+    /// failure for a job its limit's OOM killer ended); on v2 `memory.events` max or oom,
+    /// or the peak at `memory.max`.
     pub memory_limit_hit: bool,
-    /// The kernel's OOM killer killed a process of the job.
+    /// The kernel's OOM killer killed a process of the job (v1 `oom_kill` in
+    /// `memory.oom_control`, v2 `memory.events` oom_kill or oom_group_kill > 0): for its
+    /// cap, or, without [`Self::memory_limit_hit`], because the host ran out.
     pub oom_killed: bool,
     /// A fork was refused by the pids cap (`pids.events` max > 0).
     pub pids_limit_hit: bool,
@@ -643,6 +647,16 @@ fn parse_pids(text: &str) -> Vec<i32> {
 }
 
 /// A single-number file (`memory.failcnt`, `cpuacct.usage`); missing or odd reads as None.
+/// How close to its limit a cgroup's peak must have come to count as the limit reached:
+/// the kernel charges a cgroup in batches of up to 64 pages.
+const AT_THE_LIMIT: u64 = 256 * 1024;
+
+/// Whether a peak of `peak` bytes reached the limit in the file `limit` (a number; `max`
+/// or an unreadable file is no limit).
+fn peak_at_limit(peak: u64, limit: &Path) -> bool {
+    read_u64(limit).is_some_and(|limit| peak > 0 && peak.saturating_add(AT_THE_LIMIT) >= limit)
+}
+
 fn read_u64(path: &Path) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }

@@ -176,13 +176,24 @@ fn memory_of_either_kind_is_a_limit() {
     // The least V8 gives up with: 80% of the ceiling.
     o.stats.mem_peak_bytes = (64 << 20) / 5 * 4;
     assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
-    // The kernel's: the cgroup's OOM killer.
+    // The kernel's: the cgroup's OOM killer, at the job's cap.
     let mut o = Outcome {
         reports: vec![Report::Signaled { signal: 9 }],
         ..Default::default()
     };
     o.stats.oom_killed = true;
+    o.stats.memory_limit_hit = true;
     assert_eq!(status_reason(&o), (Status::Limit, Some("memory".into())));
+    // The OOM killer with the job under its cap: the host's, not the job's limit.
+    o.stats.memory_limit_hit = false;
+    assert_eq!(
+        status_reason(&o),
+        (Status::Internal, Some("host_out_of_memory".into()))
+    );
+    // A tool that ended well all the same is what it is.
+    let mut ok = exited(0, "{}");
+    ok.stats.oom_killed = true;
+    assert_eq!(status_reason(&ok).0, Status::Ok);
     // A failed allocation the tool turned into an error exit.
     let mut o = exited(1, "");
     o.stats.memory_limit_hit = true;

@@ -1890,6 +1890,24 @@ fn v1_stats_read_every_counter() {
     .expect("w");
     let stats = job.stats();
     assert!(stats.memory_limit_hit && !stats.oom_killed);
+    // An OOM kill with the peak at the limit and no failure counted (Linux 6.18's v1 counts
+    // none): the job's cap.
+    fs::write(memory.join("memory.failcnt"), "0\n").expect("w");
+    fs::write(
+        memory.join("memory.oom_control"),
+        "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n",
+    )
+    .expect("w");
+    let stats = job.stats();
+    assert!(stats.memory_limit_hit && stats.oom_killed, "{stats:?}");
+    // Far below it (the host's OOM killer): killed, the job's cap not reached.
+    fs::write(
+        memory.join("memory.max_usage_in_bytes"),
+        (16 * MIB).to_string(),
+    )
+    .expect("w");
+    let stats = job.stats();
+    assert!(!stats.memory_limit_hit && stats.oom_killed, "{stats:?}");
     // Missing files read as zero.
     for file in [
         "memory.max_usage_in_bytes",
@@ -1933,6 +1951,18 @@ fn v2_stats_read_every_counter() {
             pids_limit_hit: true,
         }
     );
+    // oom_kill alone (the host's OOM killer): killed, the job's cap not reached.
+    fs::write(
+        dir.join("memory.events"),
+        "low 0\nhigh 0\nmax 0\noom 0\noom_kill 1\n",
+    )
+    .expect("w");
+    let stats = job.stats();
+    assert!(!stats.memory_limit_hit && stats.oom_killed, "{stats:?}");
+    // The same with the peak at memory.max: the job's cap.
+    fs::write(dir.join("memory.peak"), (32 * MIB).to_string()).expect("w");
+    assert!(job.stats().memory_limit_hit);
+    fs::write(dir.join("memory.peak"), "4096\n").expect("w");
     // max alone: hit, not killed. No memory.peak (kernel < 5.19): memory.current.
     fs::write(
         dir.join("memory.events"),

@@ -299,7 +299,11 @@ impl Backend for V1 {
                 .ok()
                 .and_then(|text| keyed_value(&text, "oom_kill"))
                 .unwrap_or(0);
-            stats.memory_limit_hit = failcnt > 0 || oom_kills > 0;
+            stats.memory_limit_hit = failcnt > 0
+                || super::peak_at_limit(
+                    stats.mem_peak_bytes,
+                    &memory.join("memory.limit_in_bytes"),
+                );
             stats.oom_killed = oom_kills > 0;
         }
         if let Some(pids) = dirs.get(self.pids) {

@@ -622,14 +622,17 @@ impl Backend for V2 {
         };
         let event = |key: &str| read_keyed(&dir.join("memory.events"), key).unwrap_or(0);
         let oom_kills = event("oom_kill");
+        let mem_peak_bytes = read_u64(&dir.join("memory.peak"))
+            .or_else(|| read_u64(&dir.join("memory.current")))
+            .unwrap_or(0);
         CgroupStats {
             cpu_ns: read_keyed(&dir.join("cpu.stat"), "usage_usec")
                 .unwrap_or(0)
                 .saturating_mul(1000),
-            mem_peak_bytes: read_u64(&dir.join("memory.peak"))
-                .or_else(|| read_u64(&dir.join("memory.current")))
-                .unwrap_or(0),
-            memory_limit_hit: event("max") > 0 || event("oom") > 0 || oom_kills > 0,
+            mem_peak_bytes,
+            memory_limit_hit: event("max") > 0
+                || event("oom") > 0
+                || super::peak_at_limit(mem_peak_bytes, &dir.join("memory.max")),
             oom_killed: oom_kills > 0 || event("oom_group_kill") > 0,
             pids_limit_hit: read_keyed(&dir.join("pids.events"), "max").unwrap_or(0) > 0,
         }
