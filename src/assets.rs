@@ -73,6 +73,12 @@ fn find(
             .map_err(|e| (path, e))
     };
     // A file another user may change would let that user loosen every job's sandbox.
+    // A configured folder must hold the file, so there the way back to the built-in file is
+    // removing the setting, not the file.
+    let way_back = match configured {
+        Some(_) => format!("or remove {setting} to use the built-in {name}"),
+        None => format!("or remove it to use the built-in {name}"),
+    };
     let trusted = |asset: Asset| {
         let Source::File(path) = &asset.source else {
             return Ok(asset);
@@ -80,9 +86,7 @@ fn find(
         let me = nix::unistd::geteuid().as_raw();
         match crate::state_dir::file_problem(path, me, &format!("the {name} override")) {
             None => Ok(asset),
-            Some(problem) => Err(format!(
-                "{problem}; or remove it to use the built-in {name}"
-            )),
+            Some(problem) => Err(format!("{problem}; {way_back}")),
         }
     };
     if let Some(dir) = configured {
@@ -206,16 +210,25 @@ mod tests {
         std::fs::write(&file, b"loosened").expect("write");
         for configured in [None, Some(dir.as_path())] {
             let search = |etc: &Path| find("x.json", configured, "runner.x", etc, b"built");
+            // The way back to the built-in file: remove the setting when one names the
+            // folder (it must hold the file), the file itself otherwise.
+            let way_back = match configured {
+                Some(_) => "or remove runner.x to use the built-in x.json",
+                None => "or remove it to use the built-in x.json",
+            };
             chmod(&file, 0o646);
             let err = search(&dir).expect_err("a file others may write");
             assert!(
-                err.contains("(mode 646)") && err.contains("built-in"),
+                err.contains("(mode 646)") && err.ends_with(way_back),
                 "{err}"
             );
             chmod(&file, 0o644);
             chmod(&dir, 0o777);
             let err = search(&dir).expect_err("a folder others may write");
-            assert!(err.contains("(mode 777) and is not sticky"), "{err}");
+            assert!(
+                err.contains("(mode 777) and is not sticky") && err.ends_with(way_back),
+                "{err}"
+            );
             chmod(&dir, 0o755);
             assert_eq!(&*search(&dir).expect("root's file").bytes, b"loosened");
         }
