@@ -2,6 +2,26 @@
 
 use super::*;
 
+/// The opening of every test here that makes network namespaces: one such test at a time
+/// (the guard), or `None`, recorded as a skip, when this process may not make them.
+fn netns_test(name: &str) -> Option<std::sync::MutexGuard<'static, ()>> {
+    let one_at_a_time = netns::test_namespaces_one_at_a_time();
+    if let Some(missing) = netns::missing_capabilities() {
+        crate::test_skips::skipped(name, &missing);
+        return None;
+    }
+    Some(one_at_a_time)
+}
+
+/// The runtime the egress of these tests' jobs runs on.
+fn two_threads() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
 #[test]
 fn the_hosts_resolver_follows_its_resolv_conf() {
     let dir = tempfile::tempdir().unwrap();
@@ -64,16 +84,10 @@ fn padded_query(id: u16, name: &str, pad: usize) -> Vec<u8> {
 fn udp_queries_are_answered_from_the_address_asked() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
-    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
-    if let Some(missing) = netns::missing_capabilities() {
-        crate::test_skips::skipped("udp_queries_are_answered_from_the_address_asked", &missing);
+    let Some(_one_at_a_time) = netns_test("udp_queries_are_answered_from_the_address_asked") else {
         return;
-    }
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    };
+    let rt = two_threads();
     let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
     let egress = Egress::new(
         EgressPolicy::shipped(),
@@ -127,18 +141,13 @@ fn udp_queries_are_answered_from_the_address_asked() {
 fn udp_queries_too_long_or_past_the_cap_are_dropped() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
-    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
-    if let Some(missing) = netns::missing_capabilities() {
-        crate::test_skips::skipped("udp_queries_too_long_or_past_the_cap_are_dropped", &missing);
+    let Some(_one_at_a_time) = netns_test("udp_queries_too_long_or_past_the_cap_are_dropped")
+    else {
         return;
-    }
+    };
     let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
     let upstream = DnsServer(hole.local_addr().expect("addr"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = two_threads();
     let egress = Egress::new(EgressPolicy::shipped(), &[upstream]);
     let job = rt
         .block_on(egress.start("udp-cap-test", Net::OpenvibeOnly))
@@ -266,26 +275,47 @@ fn names_asked(hole: &std::net::UdpSocket, prefix: &str) -> std::collections::BT
     names
 }
 
+/// The names starting with `prefix` that the upstream `hole` is asked, gathered until at
+/// least `expected` came and no new one for a while (so more than `expected` are seen too),
+/// or until `within` passed: a slow machine gets the time it needs, a fast one no fixed
+/// sleep.
+fn names_asked_until_still(
+    hole: &std::net::UdpSocket,
+    prefix: &str,
+    expected: usize,
+    within: Duration,
+) -> std::collections::BTreeSet<String> {
+    let still = Duration::from_millis(400);
+    let started = std::time::Instant::now();
+    let mut names = std::collections::BTreeSet::new();
+    let mut last_new = started;
+    while started.elapsed() < within {
+        std::thread::sleep(Duration::from_millis(50));
+        let before = names.len();
+        names.extend(names_asked(hole, prefix));
+        if names.len() > before {
+            last_new = std::time::Instant::now();
+        }
+        if names.len() >= expected && last_new.elapsed() >= still {
+            break;
+        }
+    }
+    names
+}
+
 /// A job asking many names of a zone whose servers never answer has at most
 /// `MAX_JOB_LOOKUPS` of them asked upstream at once, and every job together at most the
 /// runner's places: a second job gets what is left, not the resolver the first filled.
 #[test]
 fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
-    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
-    if let Some(missing) = netns::missing_capabilities() {
-        crate::test_skips::skipped(
-            "upstream_lookups_are_bounded_for_a_job_and_for_the_runner",
-            &missing,
-        );
+    let Some(_one_at_a_time) =
+        netns_test("upstream_lookups_are_bounded_for_a_job_and_for_the_runner")
+    else {
         return;
-    }
+    };
     let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
     let upstream = DnsServer(hole.local_addr().expect("addr"));
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = two_threads();
     let runner_places = MAX_JOB_LOOKUPS + 4;
     let egress =
         Egress::new(EgressPolicy::shipped(), &[upstream]).with_runner_lookups(runner_places);
@@ -299,14 +329,14 @@ fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
             .map(|i| format!("{prefix}{i}.openvibe.services"))
             .collect()
     };
-    // Well within RESOLVE_TIME, after which the waiting lookups give up.
-    let settle = Duration::from_millis(1000);
+    // Both waits together stay within RESOLVE_TIME, after which the waiting lookups give
+    // up and free their places.
+    let within = Duration::from_millis(2000);
     ask_from_inside(&first, &names("first"));
-    std::thread::sleep(settle);
-    let by_first = names_asked(&hole, "first");
+    let by_first = names_asked_until_still(&hole, "first", MAX_JOB_LOOKUPS, within);
     ask_from_inside(&second, &names("second"));
-    std::thread::sleep(settle);
-    let by_second = names_asked(&hole, "second");
+    let by_second =
+        names_asked_until_still(&hole, "second", runner_places - MAX_JOB_LOOKUPS, within);
     rt.block_on(first.finish());
     rt.block_on(second.finish());
     assert_eq!(by_first.len(), MAX_JOB_LOOKUPS, "{by_first:?}");
@@ -340,14 +370,11 @@ impl std::io::Write for Lines {
 fn a_job_writes_a_bounded_number_of_log_lines_however_many_attempts() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
-    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
-    if let Some(missing) = netns::missing_capabilities() {
-        crate::test_skips::skipped(
-            "a_job_writes_a_bounded_number_of_log_lines_however_many_attempts",
-            &missing,
-        );
+    let Some(_one_at_a_time) =
+        netns_test("a_job_writes_a_bounded_number_of_log_lines_however_many_attempts")
+    else {
         return;
-    }
+    };
     const ATTEMPTS: usize = 200;
     let lines = Lines::default();
     let counted = lines.clone();
@@ -443,20 +470,14 @@ fn failing_upstream(
 fn names_that_failed_count_against_the_jobs_names() {
     use nix::sched::{setns, CloneFlags};
     use std::os::fd::AsFd;
-    let _one_at_a_time = netns::test_namespaces_one_at_a_time();
-    if let Some(missing) = netns::missing_capabilities() {
-        crate::test_skips::skipped("names_that_failed_count_against_the_jobs_names", &missing);
+    let Some(_one_at_a_time) = netns_test("names_that_failed_count_against_the_jobs_names") else {
         return;
-    }
+    };
     const CAP: usize = 4;
     const NAMES: usize = 12;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (upstream, served) = failing_upstream(stop.clone());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("runtime");
+    let rt = two_threads();
     let mut policy = EgressPolicy::shipped();
     policy.dns.max_names = CAP;
     let egress = Egress::new(policy, &[upstream]);
