@@ -651,10 +651,13 @@ fn parse_pids(text: &str) -> Vec<i32> {
 /// the kernel charges a cgroup in batches of up to 64 pages.
 const AT_THE_LIMIT: u64 = 256 * 1024;
 
-/// Whether a peak of `peak` bytes reached the limit in the file `limit` (a number; `max`
-/// or an unreadable file is no limit).
-fn peak_at_limit(peak: u64, limit: &Path) -> bool {
-    read_u64(limit).is_some_and(|limit| peak > 0 && peak.saturating_add(AT_THE_LIMIT) >= limit)
+/// Whether a job reached its own memory limit, in the same terms on v1 and v2: the
+/// `failures` the kernel counted against the limit (v1 `memory.failcnt` and
+/// `memory.memsw.failcnt`, v2 `memory.events` max and oom), or a `peak` that came within
+/// [`AT_THE_LIMIT`] of the `limit` (none for `max`, an unreadable file or no limit at all).
+fn memory_limit_reached(failures: u64, peak: u64, limit: Option<u64>) -> bool {
+    failures > 0
+        || limit.is_some_and(|limit| peak > 0 && peak.saturating_add(AT_THE_LIMIT) >= limit)
 }
 
 fn read_u64(path: &Path) -> Option<u64> {

@@ -2040,3 +2040,35 @@ fn version_for_follows_where_the_limits_live() {
     assert_eq!(of(v1_freezer), None);
     assert_eq!(of("22 1 0:21 / /proc rw - proc proc rw\n"), None);
 }
+
+/// The one rule both backends use for "the job reached its own memory limit": a failure
+/// the kernel counted, or a peak within a charge batch of the limit; no limit, no peak or a
+/// peak well under the limit is not reaching it.
+#[test]
+fn the_memory_limit_counts_as_reached_by_a_failure_or_a_peak_at_it() {
+    let limit = Some(32 * MIB);
+    assert!(memory_limit_reached(1, 0, None), "a counted failure alone");
+    assert!(memory_limit_reached(1, 4096, limit));
+    assert!(
+        memory_limit_reached(0, 32 * MIB, limit),
+        "the peak at the limit"
+    );
+    assert!(
+        memory_limit_reached(0, 32 * MIB - AT_THE_LIMIT, limit),
+        "within one charge batch of it"
+    );
+    assert!(!memory_limit_reached(0, 32 * MIB - AT_THE_LIMIT - 1, limit));
+    assert!(!memory_limit_reached(0, 4096, limit));
+    assert!(
+        !memory_limit_reached(0, 0, Some(0)),
+        "nothing measured is not the limit"
+    );
+    assert!(
+        !memory_limit_reached(0, u64::MAX, None),
+        "`max` is no limit"
+    );
+    assert!(
+        memory_limit_reached(0, u64::MAX, Some(u64::MAX)),
+        "no overflow at the top"
+    );
+}

@@ -293,17 +293,18 @@ impl Backend for V1 {
         }
         if let Some(memory) = dirs.get(self.memory) {
             stats.mem_peak_bytes = read_u64(&memory.join("memory.max_usage_in_bytes")).unwrap_or(0);
-            let failcnt = read_u64(&memory.join("memory.failcnt")).unwrap_or(0)
-                + read_u64(&memory.join("memory.memsw.failcnt")).unwrap_or(0);
+            let failcnt = read_u64(&memory.join("memory.failcnt"))
+                .unwrap_or(0)
+                .saturating_add(read_u64(&memory.join("memory.memsw.failcnt")).unwrap_or(0));
             let oom_kills = fs::read_to_string(memory.join("memory.oom_control"))
                 .ok()
                 .and_then(|text| keyed_value(&text, "oom_kill"))
                 .unwrap_or(0);
-            stats.memory_limit_hit = failcnt > 0
-                || super::peak_at_limit(
-                    stats.mem_peak_bytes,
-                    &memory.join("memory.limit_in_bytes"),
-                );
+            stats.memory_limit_hit = super::memory_limit_reached(
+                failcnt,
+                stats.mem_peak_bytes,
+                read_u64(&memory.join("memory.limit_in_bytes")),
+            );
             stats.oom_killed = oom_kills > 0;
         }
         if let Some(pids) = dirs.get(self.pids) {

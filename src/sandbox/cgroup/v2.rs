@@ -630,9 +630,11 @@ impl Backend for V2 {
                 .unwrap_or(0)
                 .saturating_mul(1000),
             mem_peak_bytes,
-            memory_limit_hit: event("max") > 0
-                || event("oom") > 0
-                || super::peak_at_limit(mem_peak_bytes, &dir.join("memory.max")),
+            memory_limit_hit: super::memory_limit_reached(
+                event("max").saturating_add(event("oom")),
+                mem_peak_bytes,
+                read_u64(&dir.join("memory.max")),
+            ),
             oom_killed: oom_kills > 0 || event("oom_group_kill") > 0,
             pids_limit_hit: read_keyed(&dir.join("pids.events"), "max").unwrap_or(0) > 0,
         }
