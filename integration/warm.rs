@@ -360,7 +360,8 @@ fn environ_reader_reads_a_dumpable_process() {
 }
 
 /// What the job's pid 1 (Node's parent) holds while the tool runs: its capabilities and
-/// no_new_privs, as the host sees them, and whether it is dumpable.
+/// no_new_privs, as the host sees them, whether it is dumpable, and where its working
+/// directory is.
 fn pid_one_privileges(node: i32) -> Value {
     let status =
         |pid: i32| std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
@@ -381,7 +382,28 @@ fn pid_one_privileges(node: i32) -> Value {
         })
         .collect();
     lines.push(environ_read_without_capabilities(pid_one));
+    lines.push(working_directory_is_root(pid_one));
     json!(lines)
+}
+
+/// Whether the working directory of `pid` is its root (the same directory, as the host
+/// sees both), or somewhere else: for the job's pid 1, a way into the host's tree.
+fn working_directory_is_root(pid: i32) -> String {
+    use std::os::unix::fs::MetadataExt as _;
+    let id = |link: &str| {
+        let m = std::fs::metadata(format!("/proc/{pid}/{link}"))
+            .unwrap_or_else(|e| panic!("pid {pid}'s {link}: {e}"));
+        (m.dev(), m.ino())
+    };
+    if id("cwd") == id("root") {
+        "working directory: its root".into()
+    } else {
+        format!(
+            "working directory: {} outside its root",
+            std::fs::read_link(format!("/proc/{pid}/cwd"))
+                .map_or("(unreadable)".into(), |p| p.display().to_string())
+        )
+    }
 }
 
 /// The nice values of the job's pid 1 (Node's parent) and of the init stage (pid 1's).
@@ -434,7 +456,8 @@ fn cgroup_name(sandbox: &WarmSandbox) -> String {
 }
 
 /// What pid 1 holds once it has shed its privileges: no capability, no_new_privs, not
-/// dumpable (as `pid_one_privileges` reads it).
+/// dumpable, and no working directory outside the job's root (as `pid_one_privileges`
+/// reads it).
 fn pid_one_shed() -> Value {
     let none = "0000000000000000";
     json!([
@@ -446,6 +469,7 @@ fn pid_one_shed() -> Value {
         format!("CapAmb: {none}"),
         "NoNewPrivs: 1",
         "environ read by uid 0 without capabilities: no",
+        "working directory: its root",
     ])
 }
 

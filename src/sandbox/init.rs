@@ -435,6 +435,12 @@ fn pid_one(plan: Plan, move_in: Option<MoveIn>, parent: std::os::fd::OwnedFd) ->
             fail("unshare pid 1's namespaces", e);
         }
     }
+    // Its working directory is the root, not the runner's (a CLI run's is wherever its
+    // user stood): the tool's pivot_root then moves it into the job's root with the root
+    // itself, and pid 1, which stays the host's uid 0, holds no way into the host's tree.
+    if let Err(e) = chdir("/") {
+        fail("pid 1's working directory", e);
+    }
     // The host's root, to tell it from the job's at the hand-over (pid 1 writes as root).
     let host_root = match nix::sys::stat::stat("/") {
         Ok(st) => st.st_dev,
