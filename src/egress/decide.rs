@@ -191,12 +191,15 @@ impl Refusal {
     /// the job's synthetic addresses), an address refused is the upstream's answer for
     /// that name, which stays with the runner: the job's DNS gives the tool synthetic
     /// addresses only, so it is told neither the address nor the range it fell in (which
-    /// would map a LAN's or a split-horizon zone's names to their addresses for it).
+    /// would map a LAN's or a split-horizon zone's names to their addresses for it). An IP
+    /// literal of the Link's own networks is told as such, without the network
+    /// ([`DenyReason::told`]).
     pub fn told(&self, host: &str, for_name: bool) -> String {
         match self {
             Refusal::Address { .. } if for_name => {
                 format!("{host} resolves to an address this job may not reach")
             }
+            Refusal::Address { ip, reason } => format!("{ip} is denied: {}", reason.told()),
             _ => self.to_string(),
         }
     }

@@ -248,6 +248,22 @@ impl fmt::Display for DenyReason {
     }
 }
 
+impl DenyReason {
+    /// What a tool is told of this reason: all of it, but of the Link's own networks only
+    /// that the address is one of them, never the network's prefix or length (the log
+    /// keeps them). The refusal itself tells the tool that one address is the Link's; the
+    /// whole network would map the Link's subnet for it.
+    pub fn told(&self) -> String {
+        match self {
+            DenyReason::OwnAddress { .. } => "the Link's own address or network".into(),
+            DenyReason::Embedded { form, ipv4, inner } => {
+                format!("{form} of {ipv4}: {}", inner.told())
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
 // ---- the file ------------------------------------------------------------------------------
 
 #[derive(Debug, Deserialize)]

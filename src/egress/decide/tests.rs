@@ -490,6 +490,33 @@ fn a_refused_names_address_is_not_told_to_the_tool() {
     assert!(lit.told("10.77.0.2", false).contains("10.77.0.2"));
 }
 
+/// A tool that writes an IP literal of the Link's own network is told the address is the
+/// Link's, but not the network's prefix or length, directly or inside an IPv6 form (the
+/// log keeps them): they would map the Link's subnet for it.
+#[test]
+fn the_links_own_network_is_not_told_to_the_tool() {
+    let w = World::new();
+    for literal in [
+        "81.2.3.9:80",
+        "[2a01:db9:1:2::9]:443",
+        "[::ffff:81.2.3.9]:80",
+    ] {
+        let Decision::Deny { host, reason } = w.decide(Net::Public, literal, None, &[]) else {
+            panic!("{literal} is the Link's own");
+        };
+        let (log, told) = (reason.to_string(), reason.told(&host, false));
+        assert!(
+            log.contains("/24") || log.contains("/64"),
+            "the log's: {log}"
+        );
+        assert!(told.contains("the Link's own address or network"), "{told}");
+        assert!(
+            told.contains(&host) && !told.contains('/') && !told.contains("81.2.3.0"),
+            "told {told}"
+        );
+    }
+}
+
 #[test]
 fn public_never_reaches_the_azure_platform_address() {
     // 168.63.129.16 (WireServer) answers only from inside an Azure host, and the proxy
