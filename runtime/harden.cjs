@@ -34,6 +34,19 @@ function hasExtension(name, list) {
   return false;
 }
 
+// A path under /skill as Node's loader makes them (absolute and normalised): a path with
+// `.` or `..` segments or an empty one starts with /skill/ and may still lead out of it
+// (`/skill/../runtime/harden.cjs`, the one file outside /skill the job may read).
+function underSkill(path) {
+  return typeof path === 'string' &&
+    startsWith(path, SKILL) &&
+    indexOf(path, '/./') === -1 &&
+    indexOf(path, '/../') === -1 &&
+    indexOf(path, '//') === -1 &&
+    !endsWith(path, '/.') &&
+    !endsWith(path, '/..');
+}
+
 function denied(what) {
   return function disabled() {
     const e = new ErrorCtor(
@@ -100,7 +113,7 @@ function stripBom(s) {
   return charCodeAt(s, 0) === 0xfeff ? stringSlice(s, 1) : s;
 }
 lock(Module.prototype, '_compile', function guardedCompile(content, filename, format) {
-  if (typeof filename !== 'string' || !startsWith(filename, SKILL)) {
+  if (!underSkill(filename)) {
     denied('compiling a file outside /skill')();
   }
   if (!hasExtension(filename, CODE_EXTENSIONS)) {

@@ -21,6 +21,16 @@ function attempt(run) {
   }
 }
 
+// As attempt, with the refusal's message (the runner's guards name what they refused).
+function refusal(run) {
+  try {
+    run();
+    return { loaded: true };
+  } catch (e) {
+    return { loaded: false, code: e.code ?? e.name, message: String(e.message).slice(0, 120) };
+  }
+}
+
 async function attemptAsync(run) {
   try {
     await run();
@@ -40,6 +50,13 @@ const groups = {
     create_require_proc: attempt(() => Module.createRequire('/proc/self/')('./status')),
     node_binary: attempt(() => require(process.execPath)),
     proc_self_environ: attempt(() => require('/proc/self/environ')),
+    // Module.prototype._compile called with a path that starts with /skill/ and leaves it
+    // (`..`), and the bytes of the one file outside /skill the job may read (the preload):
+    // the compile guard must refuse the path itself, not leave it to what the file does.
+    compile_dotdot_preload: refusal(() => {
+      const file = '/skill/../runtime/harden.cjs';
+      new Module(file)._compile(fs.readFileSync('/runtime/harden.cjs', 'utf8'), file);
+    }),
     // Control: a data file of the skill itself loads, so the refusals are about the paths.
     own_data_file: attempt(() => require('./data/control.json')),
   }),
