@@ -233,7 +233,8 @@ impl Engine {
             EgressPolicy::from_toml_str(text)
                 .map_err(|e| layer(format!("egress policy ({}): {e}", egress_file.source)))
         })?;
-        let egress = Egress::new(egress_policy, &config.runner.dns_servers);
+        let egress = Egress::new(egress_policy, &config.runner.dns_servers)
+            .with_jobs_at_once(config.max_jobs());
         if let Some(problem) = egress.problem() {
             tracing::warn!(%problem, "jobs with net other than deny will fail until this is fixed");
         }

@@ -88,13 +88,22 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 /// How long `finish` waits for the job's tasks to end once told to stop.
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
-/// Upstream lookups one job may have under way at once; more wait (within
-/// [`RESOLVE_TIME`]).
+/// Upstream lookups one job may have under way at once, at most; more wait (within
+/// [`RESOLVE_TIME`]). Fewer where the jobs that run at once could otherwise hold every
+/// place of the runner's between them ([`job_lookups`]).
 pub const MAX_JOB_LOOKUPS: usize = 16;
 /// Upstream lookups every job together may have under way at once: the resolver they share
 /// is the Link's (its router's, its network's), which a job asking many names of a zone
 /// whose servers never answer would otherwise fill for everyone.
 pub const MAX_RUNNER_LOOKUPS: usize = 64;
+/// The upstream lookups one job may have under way at once when `jobs_at_once` jobs share
+/// `runner_places`: [`MAX_JOB_LOOKUPS`], or the fair share where that many jobs would hold
+/// every place between them (a few hostile jobs asking names that never answer would then
+/// make every other job's lookups wait out [`RESOLVE_TIME`] and fail); at least one.
+pub fn job_lookups(runner_places: usize, jobs_at_once: usize) -> usize {
+    (runner_places / jobs_at_once.max(1)).clamp(1, MAX_JOB_LOOKUPS)
+}
+
 /// How long a listener rests after a failed accept.
 pub(super) const ACCEPT_PAUSE: Duration = Duration::from_millis(50);
 /// How long a new connection waits for the place of an idle one closed for it.
@@ -110,6 +119,8 @@ pub struct Egress {
     upstream: Upstream,
     /// [`MAX_RUNNER_LOOKUPS`], shared by every job.
     lookups: Arc<Semaphore>,
+    /// Each job's own share of them ([`job_lookups`]).
+    job_lookups: usize,
 }
 
 /// Why a job's egress could not start.
@@ -141,6 +152,7 @@ impl Egress {
                     &dns_servers.iter().map(|d| d.0).collect::<Vec<SocketAddr>>(),
                 ),
                 lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
+                job_lookups: MAX_JOB_LOOKUPS,
             }
         }
     }
@@ -151,9 +163,17 @@ impl Egress {
             policy: Arc::new(policy),
             upstream: Upstream::system(path),
             lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
+            job_lookups: MAX_JOB_LOOKUPS,
         };
         let _ = egress.resolver();
         egress
+    }
+
+    /// For a runner that runs up to `jobs_at_once` jobs at once: each job's share of the
+    /// runner's upstream lookups ([`job_lookups`]).
+    pub fn with_jobs_at_once(mut self, jobs_at_once: usize) -> Egress {
+        self.job_lookups = job_lookups(MAX_RUNNER_LOOKUPS, jobs_at_once);
+        self
     }
 
     /// The same, with `places` upstream lookups for every job together.
@@ -219,7 +239,7 @@ impl Egress {
             connections: Arc::new(Semaphore::new(MAX_CONNECTIONS)),
             dns_queries: AtomicU64::new(0),
             dns_in_flight: Arc::new(Semaphore::new(MAX_DNS_IN_FLIGHT)),
-            lookups: Semaphore::new(MAX_JOB_LOOKUPS),
+            lookups: Semaphore::new(self.job_lookups),
             runner_lookups: self.lookups.clone(),
             names: Mutex::new(HashMap::new()),
             open: Mutex::new(OpenConnections::default()),
@@ -311,7 +331,7 @@ struct ServedJob {
     dns_queries: AtomicU64,
     /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
     dns_in_flight: Arc<Semaphore>,
-    /// Upstream lookups under way: this job's ([`MAX_JOB_LOOKUPS`]) and every job's
+    /// Upstream lookups under way: this job's ([`job_lookups`]) and every job's
     /// ([`MAX_RUNNER_LOOKUPS`]).
     lookups: Semaphore,
     runner_lookups: Arc<Semaphore>,

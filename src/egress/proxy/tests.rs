@@ -347,6 +347,58 @@ fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
     );
 }
 
+/// Each job's share of the runner's upstream lookups: the whole per-job bound while the
+/// jobs that run at once cannot hold every place between them, the fair share beyond.
+#[test]
+fn a_jobs_lookups_are_its_share_of_the_runners() {
+    let runner = MAX_RUNNER_LOOKUPS;
+    assert_eq!(job_lookups(runner, 0), MAX_JOB_LOOKUPS);
+    assert_eq!(job_lookups(runner, 1), MAX_JOB_LOOKUPS);
+    assert_eq!(
+        job_lookups(runner, runner / MAX_JOB_LOOKUPS),
+        MAX_JOB_LOOKUPS
+    );
+    assert_eq!(job_lookups(runner, 8), 8);
+    assert_eq!(job_lookups(runner, 16), 4);
+    assert_eq!(job_lookups(runner, 1000), 1, "one at least");
+    for jobs in 1..=runner {
+        assert!(
+            job_lookups(runner, jobs) * jobs <= runner.max(jobs),
+            "{jobs} jobs at once hold every place"
+        );
+    }
+}
+
+/// On a runner that runs eight jobs at once, a job asking many names of a zone whose
+/// servers never answer holds its share of the runner's lookups (8 of 64), not the whole
+/// per-job bound: eight such jobs leave no one's lookups waiting for a place. Before,
+/// four of them held all 64 whatever the number of jobs.
+#[test]
+fn a_job_holds_its_share_of_lookups_when_many_jobs_run_at_once() {
+    let Some(_one_at_a_time) =
+        netns_test("a_job_holds_its_share_of_lookups_when_many_jobs_run_at_once")
+    else {
+        return;
+    };
+    let hole = std::net::UdpSocket::bind("127.0.0.1:0").expect("black hole");
+    let rt = two_threads();
+    let egress = Egress::new(
+        EgressPolicy::shipped(),
+        &[DnsServer(hole.local_addr().expect("addr"))],
+    )
+    .with_jobs_at_once(8);
+    let job = rt
+        .block_on(egress.start("lookups-share", Net::OpenvibeOnly))
+        .unwrap_or_else(|e| panic!("egress: {e}"));
+    let names: Vec<String> = (0..40)
+        .map(|i| format!("share{i}.openvibe.services"))
+        .collect();
+    ask_from_inside(&job, &names);
+    let asked = names_asked_until_still(&hole, "share", 8, Duration::from_millis(2000));
+    rt.block_on(job.finish());
+    assert_eq!(asked.len(), MAX_RUNNER_LOOKUPS / 8, "{asked:?}");
+}
+
 /// Counts the lines a subscriber writes.
 #[derive(Clone, Default)]
 struct Lines(Arc<AtomicU64>);
