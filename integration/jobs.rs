@@ -32,6 +32,49 @@ fn a_benign_job_runs_and_reports_its_measurements() {
     assert_host_clean("itest-echo");
 }
 
+/// A state directory given as a relative path (`--state-dir state`, from the folder the
+/// command runs in) works: the job's root is made under it, although the sandbox's
+/// processes work from `/`. Before, every job ended `internal` at "mount root tmpfs" once
+/// the job's pid 1 left the caller's folder.
+#[test]
+fn a_relative_state_directory_runs_jobs() {
+    let state = State::new();
+    let config = hermetic_config_file(state.path());
+    let out = std::process::Command::new(BIN)
+        .current_dir(state.path())
+        .arg("--config")
+        .arg(&config)
+        .args(["--state-dir", "relative-state", "run"])
+        .arg(repo().join("test-skills/word-count"))
+        .args([
+            "--tool",
+            "count_words",
+            "--input",
+            r#"{"text":"one two three"}"#,
+            "--json",
+        ])
+        .output()
+        .expect("run the runner");
+    let result = parse_result(&out.stdout);
+    assert_eq!(
+        result["status"],
+        "ok",
+        "{result} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(result["output"]["words"], 3, "{result}");
+    let jobs = state.path().join("relative-state/jobs");
+    assert!(
+        jobs.is_dir(),
+        "the jobs folder is under the folder the command ran in"
+    );
+    assert_eq!(
+        std::fs::read_dir(&jobs).expect("jobs").count(),
+        0,
+        "no job directory left"
+    );
+}
+
 #[test]
 fn a_job_id_of_the_longest_allowed_length_runs() {
     // SPEC allows 64 characters; the job's cgroup is named `<id>.<pid>.<seq>`, which once

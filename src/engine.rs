@@ -192,7 +192,15 @@ impl Engine {
         if let Some(problem) = layers.first_problem() {
             return Err(layer(problem));
         }
-        let state = config.runner.state_dir.clone();
+        // Absolute, once: a sandbox's processes work from `/` (pid 1 and the tool set it
+        // before the job's root is made), where a relative folder the runner was given
+        // (`--state-dir state`) would name another one, or none.
+        let state = std::path::absolute(&config.runner.state_dir).map_err(|e| {
+            layer(format!(
+                "cannot make the state directory {} an absolute path: {e}",
+                config.runner.state_dir.display()
+            ))
+        })?;
         crate::state_dir::create(&state).map_err(|e| {
             layer(format!(
                 "cannot create the state directory {}: {e}",
