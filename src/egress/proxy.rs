@@ -96,12 +96,20 @@ pub const MAX_JOB_LOOKUPS: usize = 16;
 /// is the Link's (its router's, its network's), which a job asking many names of a zone
 /// whose servers never answer would otherwise fill for everyone.
 pub const MAX_RUNNER_LOOKUPS: usize = 64;
-/// The upstream lookups one job may have under way at once when `jobs_at_once` jobs share
-/// `runner_places`: [`MAX_JOB_LOOKUPS`], or the fair share where that many jobs would hold
-/// every place between them (a few hostile jobs asking names that never answer would then
-/// make every other job's lookups wait out [`RESOLVE_TIME`] and fail); at least one.
-pub fn job_lookups(runner_places: usize, jobs_at_once: usize) -> usize {
-    (runner_places / jobs_at_once.max(1)).clamp(1, MAX_JOB_LOOKUPS)
+/// The fewest upstream lookups a job may have under way at once, however many jobs run.
+pub const MIN_JOB_LOOKUPS: usize = 4;
+
+/// The upstream lookups every job together, and each job, may have under way at once when
+/// up to `jobs_at_once` jobs run: each job [`MAX_JOB_LOOKUPS`], or its fair share of
+/// [`MAX_RUNNER_LOOKUPS`] where that many jobs would hold every place between them (a few
+/// hostile jobs asking names that never answer would then make every other job's lookups
+/// wait out [`RESOLVE_TIME`] and fail), but never under [`MIN_JOB_LOOKUPS`]; the runner's
+/// places grow past [`MAX_RUNNER_LOOKUPS`] only as far as that floor needs (a host that
+/// runs many jobs at once). The jobs running never hold every place between them.
+pub fn lookup_places(jobs_at_once: usize) -> (usize, usize) {
+    let jobs = jobs_at_once.max(1);
+    let job = (MAX_RUNNER_LOOKUPS / jobs).clamp(MIN_JOB_LOOKUPS, MAX_JOB_LOOKUPS);
+    (MAX_RUNNER_LOOKUPS.max(job.saturating_mul(jobs)), job)
 }
 
 /// How long a listener rests after a failed accept.
@@ -117,9 +125,9 @@ const TLS_IDLE: Duration = Duration::from_secs(1);
 pub struct Egress {
     policy: Arc<EgressPolicy>,
     upstream: Upstream,
-    /// [`MAX_RUNNER_LOOKUPS`], shared by every job.
+    /// [`MAX_RUNNER_LOOKUPS`], shared by every job ([`lookup_places`]).
     lookups: Arc<Semaphore>,
-    /// Each job's own share of them ([`job_lookups`]).
+    /// Each job's own share of them ([`lookup_places`]).
     job_lookups: usize,
 }
 
@@ -169,10 +177,12 @@ impl Egress {
         egress
     }
 
-    /// For a runner that runs up to `jobs_at_once` jobs at once: each job's share of the
-    /// runner's upstream lookups ([`job_lookups`]).
+    /// For a runner that runs up to `jobs_at_once` jobs at once: the runner's upstream
+    /// lookups, and each job's share of them ([`lookup_places`]).
     pub fn with_jobs_at_once(mut self, jobs_at_once: usize) -> Egress {
-        self.job_lookups = job_lookups(MAX_RUNNER_LOOKUPS, jobs_at_once);
+        let (runner, job) = lookup_places(jobs_at_once);
+        self.lookups = Arc::new(Semaphore::new(runner));
+        self.job_lookups = job;
         self
     }
 
@@ -331,7 +341,7 @@ struct ServedJob {
     dns_queries: AtomicU64,
     /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
     dns_in_flight: Arc<Semaphore>,
-    /// Upstream lookups under way: this job's ([`job_lookups`]) and every job's
+    /// Upstream lookups under way: this job's ([`lookup_places`]) and every job's
     /// ([`MAX_RUNNER_LOOKUPS`]).
     lookups: Semaphore,
     runner_lookups: Arc<Semaphore>,
