@@ -93,8 +93,7 @@ fn find(
         return read(dir.join(name))
             .map_err(|(path, e)| {
                 format!(
-                    "{setting} is {} but {} cannot be read ({e}): put the file there, or \
-                     remove {setting} to use the built-in {name}",
+                    "{setting} is {} but {} cannot be read ({e}): put the file there, {way_back}",
                     dir.display(),
                     path.display()
                 )
