@@ -89,27 +89,34 @@ const DRAIN_GRACE: Duration = Duration::from_secs(1);
 const STOP_GRACE: Duration = Duration::from_secs(2);
 const COPY_BUF: usize = 16 * 1024;
 /// Upstream lookups one job may have under way at once, at most; more wait (within
-/// [`RESOLVE_TIME`]). Fewer where the jobs that run at once could otherwise hold every
-/// place of the runner's between them ([`job_lookups`]).
+/// [`RESOLVE_TIME`]). Fewer where many jobs run at once ([`lookup_places`]).
 pub const MAX_JOB_LOOKUPS: usize = 16;
 /// Upstream lookups every job together may have under way at once: the resolver they share
 /// is the Link's (its router's, its network's), which a job asking many names of a zone
 /// whose servers never answer would otherwise fill for everyone.
 pub const MAX_RUNNER_LOOKUPS: usize = 64;
-/// The fewest upstream lookups a job may have under way at once, however many jobs run.
+/// The fewest upstream lookups a job may have under way at once while the runner's bound
+/// ([`MOST_RUNNER_LOOKUPS`]) leaves room for it.
 pub const MIN_JOB_LOOKUPS: usize = 4;
+/// The most upstream lookups every job together may have under way, however many jobs run
+/// at once: the bound on what the runner asks of the Link's resolver.
+pub const MOST_RUNNER_LOOKUPS: usize = 256;
 
 /// The upstream lookups every job together, and each job, may have under way at once when
-/// up to `jobs_at_once` jobs run: each job [`MAX_JOB_LOOKUPS`], or its fair share of
-/// [`MAX_RUNNER_LOOKUPS`] where that many jobs would hold every place between them (a few
-/// hostile jobs asking names that never answer would then make every other job's lookups
-/// wait out [`RESOLVE_TIME`] and fail), but never under [`MIN_JOB_LOOKUPS`]; the runner's
-/// places grow past [`MAX_RUNNER_LOOKUPS`] only as far as that floor needs (a host that
-/// runs many jobs at once). The jobs running never hold every place between them.
+/// up to `jobs_at_once` jobs run. Each job gets [`MAX_JOB_LOOKUPS`], or its share of
+/// [`MAX_RUNNER_LOOKUPS`] where more than four jobs run (a few hostile jobs asking names
+/// that never answer would otherwise hold every place and make the other jobs' lookups
+/// wait out [`RESOLVE_TIME`] and fail), but not under [`MIN_JOB_LOOKUPS`]: past sixteen
+/// jobs the runner's places grow to that floor for each, up to [`MOST_RUNNER_LOOKUPS`],
+/// and past sixty-four jobs each gets its share of those, one at least. So whatever the
+/// running jobs hold, each other job still finds its own share free (up to 256 jobs).
 pub fn lookup_places(jobs_at_once: usize) -> (usize, usize) {
     let jobs = jobs_at_once.max(1);
     let job = (MAX_RUNNER_LOOKUPS / jobs).clamp(MIN_JOB_LOOKUPS, MAX_JOB_LOOKUPS);
-    (MAX_RUNNER_LOOKUPS.max(job.saturating_mul(jobs)), job)
+    let runner = MAX_RUNNER_LOOKUPS
+        .max(job.saturating_mul(jobs))
+        .min(MOST_RUNNER_LOOKUPS);
+    (runner, job.min(runner / jobs).max(1))
 }
 
 /// How long a listener rests after a failed accept.
@@ -125,7 +132,7 @@ const TLS_IDLE: Duration = Duration::from_secs(1);
 pub struct Egress {
     policy: Arc<EgressPolicy>,
     upstream: Upstream,
-    /// [`MAX_RUNNER_LOOKUPS`], shared by every job ([`lookup_places`]).
+    /// The runner's upstream lookups, shared by every job ([`lookup_places`]).
     lookups: Arc<Semaphore>,
     /// Each job's own share of them ([`lookup_places`]).
     job_lookups: usize,
@@ -341,8 +348,7 @@ struct ServedJob {
     dns_queries: AtomicU64,
     /// UDP queries being answered now ([`MAX_DNS_IN_FLIGHT`]).
     dns_in_flight: Arc<Semaphore>,
-    /// Upstream lookups under way: this job's ([`lookup_places`]) and every job's
-    /// ([`MAX_RUNNER_LOOKUPS`]).
+    /// Upstream lookups under way: this job's and every job's ([`lookup_places`]).
     lookups: Semaphore,
     runner_lookups: Arc<Semaphore>,
     /// What the upstream said about each name resolved in this job (at most

@@ -492,7 +492,7 @@ fn a_refused_names_address_is_not_told_to_the_tool() {
 
 /// A tool that writes an IP literal of the Link's own network is told the address is the
 /// Link's, but not the network's prefix or length, directly or inside an IPv6 form (the
-/// log keeps them): they would map the Link's subnet for it.
+/// log keeps them); the refusal itself still marks that one address as the Link's.
 #[test]
 fn the_links_own_network_is_not_told_to_the_tool() {
     let w = World::new();

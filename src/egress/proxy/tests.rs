@@ -347,9 +347,9 @@ fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
     );
 }
 
-/// Each job's share of the runner's upstream lookups: the whole per-job bound while the
-/// jobs that run at once cannot hold every place between them, the fair share beyond, and
-/// never under the floor (the runner's places grow with it on a host of many jobs).
+/// Each job's share of the runner's upstream lookups: the whole per-job bound while four
+/// jobs or fewer run at once, the fair share beyond, not under the floor while the
+/// runner's places can grow for it, and the runner's places never past their bound.
 #[test]
 fn a_jobs_lookups_are_its_share_of_the_runners() {
     let (runner, job) = (MAX_RUNNER_LOOKUPS, MAX_JOB_LOOKUPS);
@@ -359,13 +359,27 @@ fn a_jobs_lookups_are_its_share_of_the_runners() {
     assert_eq!(lookup_places(8), (runner, 8));
     assert_eq!(lookup_places(16), (runner, MIN_JOB_LOOKUPS));
     assert_eq!(lookup_places(32), (32 * MIN_JOB_LOOKUPS, MIN_JOB_LOOKUPS));
-    for jobs in 1..=1000 {
+    assert_eq!(lookup_places(64), (MOST_RUNNER_LOOKUPS, MIN_JOB_LOOKUPS));
+    assert_eq!(lookup_places(100), (MOST_RUNNER_LOOKUPS, 2));
+    assert_eq!(
+        lookup_places(100_000),
+        (MOST_RUNNER_LOOKUPS, 1),
+        "one at least"
+    );
+    for jobs in 1..=100_000 {
         let (runner_places, job_places) = lookup_places(jobs);
         assert!(
-            job_places * jobs <= runner_places,
-            "{jobs} jobs at once hold every place"
+            runner_places <= MOST_RUNNER_LOOKUPS,
+            "{jobs} jobs: {runner_places}"
         );
-        assert!((MIN_JOB_LOOKUPS..=MAX_JOB_LOOKUPS).contains(&job_places));
+        assert!((1..=MAX_JOB_LOOKUPS).contains(&job_places));
+        // However many places the running jobs hold, each other job finds its own.
+        if jobs <= MOST_RUNNER_LOOKUPS {
+            assert!(
+                job_places * jobs <= runner_places,
+                "{jobs} jobs at once hold every place"
+            );
+        }
     }
 }
 
