@@ -178,7 +178,12 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let err = find("x.json", Some(dir.path()), "runner.x", etc.path(), b"built")
             .expect_err("configured but missing");
-        assert!(err.contains("runner.x") && err.contains("x.json"), "{err}");
+        assert!(
+            err.contains("runner.x")
+                && err.contains("x.json")
+                && err.ends_with("or remove runner.x to use the built-in x.json"),
+            "{err}"
+        );
         std::fs::write(dir.path().join("x.json"), b"configured").expect("write");
         let a = find("x.json", Some(dir.path()), "runner.x", etc.path(), b"built").expect("ok");
         assert_eq!(&*a.bytes, b"configured");
