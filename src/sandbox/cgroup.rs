@@ -646,7 +646,6 @@ fn parse_pids(text: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A single-number file (`memory.failcnt`, `cpuacct.usage`); missing or odd reads as None.
 /// How close to its limit a cgroup's peak must have come to count as the limit reached:
 /// the kernel charges a cgroup in batches of up to 64 pages.
 const AT_THE_LIMIT: u64 = 256 * 1024;
@@ -660,6 +659,7 @@ fn memory_limit_reached(failures: u64, peak: u64, limit: Option<u64>) -> bool {
         || limit.is_some_and(|limit| peak > 0 && peak.saturating_add(AT_THE_LIMIT) >= limit)
 }
 
+/// A single-number file (`memory.failcnt`, `cpuacct.usage`); missing or odd reads as None.
 fn read_u64(path: &Path) -> Option<u64> {
     fs::read_to_string(path).ok()?.trim().parse().ok()
 }
