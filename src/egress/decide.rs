@@ -247,10 +247,10 @@ impl Decision {
 
 /// The host a connection is recorded under before anything is decided: the synthetic
 /// address's name if it has one, else the destination address.
-pub fn record_host(ctx: &Context<'_>, dest: SocketAddr) -> String {
+pub fn record_host(table: &NameTable, dest: SocketAddr) -> String {
     let ip = dest.ip().to_canonical();
     if NameTable::is_synthetic(ip) {
-        if let Some(name) = ctx.table.name_for(ip) {
+        if let Some(name) = table.name_for(ip) {
             return name;
         }
     }
@@ -311,7 +311,7 @@ pub fn target(ctx: &Context<'_>, attempt: &Attempt<'_>) -> Result<Target, Refusa
 /// Step 5: the decision, given the addresses the name resolved to (ignored for an IP
 /// literal). Repeats [`target`]'s checks, so it is safe to call alone.
 pub fn decide(ctx: &Context<'_>, attempt: &Attempt<'_>, resolved: &[IpAddr]) -> Decision {
-    let host = record_host(ctx, attempt.dest);
+    let host = record_host(ctx.table, attempt.dest);
     let deny = |host: String, reason: Refusal| Decision::Deny { host, reason };
     let port = attempt.dest.port();
     match target(ctx, attempt) {

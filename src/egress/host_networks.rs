@@ -1,5 +1,6 @@
 //! The Link's own addresses and networks, which no job may reach whatever its policy says:
-//! read from the host's interfaces and its main routing table when a job's egress starts.
+//! read from the host's interfaces and its main routing table, and read again before a
+//! job's next decision whenever the kernel has told of a change ([`OwnNetworks`]).
 
 use ipnet::IpNet;
 use netlink_packet_core::{
@@ -13,6 +14,7 @@ use netlink_sys::{protocols::NETLINK_ROUTE, Socket as NetlinkSocket, SocketAddr 
 use std::io;
 use std::net::IpAddr;
 use std::os::fd::AsFd as _;
+use std::sync::{Arc, Mutex};
 
 /// The shortest routes taken for one of the Link's networks (IPv4, IPv6): a route wider
 /// than these is a way to the internet (a VPN's `0.0.0.0/1` and `128.0.0.0/1`, which
@@ -36,6 +38,93 @@ pub fn own_networks() -> io::Result<Vec<IpNet>> {
     let mut nets = interface_networks()?;
     nets.extend(routed_networks()?);
     Ok(nets)
+}
+
+/// The kernel's multicast groups that tell of a change to what [`own_networks`] reads: the
+/// links, and the addresses and routes of both families.
+const CHANGES: [libc::c_uint; 5] = [
+    libc::RTNLGRP_LINK,
+    libc::RTNLGRP_IPV4_IFADDR,
+    libc::RTNLGRP_IPV4_ROUTE,
+    libc::RTNLGRP_IPV6_IFADDR,
+    libc::RTNLGRP_IPV6_ROUTE,
+];
+/// Notices taken off the socket in one look: past them the networks are read again anyway,
+/// and what is left is taken at the next look.
+const NOTICES_A_LOOK: usize = 4096;
+
+/// The Link's own networks, kept current for every decision of every job: read when first
+/// asked for, and read again whenever the kernel has told of a change to a link, an
+/// address or a route since they were. A network the Link gains during a job (a VPN come
+/// up, a prefix delegated, a DHCP lease) is refused from the job's next decision on, not
+/// only to the jobs started after it. The kernel queues its notice of a change before the
+/// call that made it returns, so a look that finds no notice judges against networks read
+/// after every change made before it; a notice lost to a full socket buffer is an error
+/// the look also takes as a change.
+pub struct OwnNetworks {
+    watch: Mutex<Watch>,
+}
+
+struct Watch {
+    /// Subscribed to [`CHANGES`], non-blocking, in the namespace it was opened in.
+    notices: NetlinkSocket,
+    /// The networks as last read, or `None` when the next look must read them.
+    read: Option<Arc<[IpNet]>>,
+}
+
+impl OwnNetworks {
+    /// Subscribes to the kernel's notices in the calling thread's network namespace, the
+    /// one [`own_networks`] is read in; nothing is read yet.
+    pub fn open() -> io::Result<OwnNetworks> {
+        let mut notices = NetlinkSocket::new(NETLINK_ROUTE)?;
+        notices.bind_auto()?;
+        for group in CHANGES {
+            notices.add_membership(group)?;
+        }
+        notices.set_non_blocking(true)?;
+        Ok(OwnNetworks {
+            watch: Mutex::new(Watch {
+                notices,
+                read: None,
+            }),
+        })
+    }
+
+    /// The Link's own networks now: those read last, unless the kernel has told of a change
+    /// since, in which case they are read again. An error, never an older list, when they
+    /// cannot be: the decision that asked refuses its connection.
+    pub fn current(&self) -> io::Result<Arc<[IpNet]>> {
+        let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        if watch.changed()? {
+            watch.read = None;
+        }
+        if let Some(read) = &watch.read {
+            return Ok(read.clone());
+        }
+        let read: Arc<[IpNet]> = own_networks()?.into();
+        watch.read = Some(read.clone());
+        Ok(read)
+    }
+}
+
+impl Watch {
+    /// Takes every notice waiting (at most [`NOTICES_A_LOOK`]): whether any told of a change.
+    fn changed(&mut self) -> io::Result<bool> {
+        let mut changed = false;
+        let mut datagram = Vec::with_capacity(8192);
+        for _ in 0..NOTICES_A_LOOK {
+            datagram.clear();
+            match self.notices.recv(&mut datagram, libc::MSG_DONTWAIT) {
+                Ok(_) => changed = true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(changed),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Notices were dropped: what they said is unknown, so something changed.
+                Err(e) if e.raw_os_error() == Some(libc::ENOBUFS) => changed = true,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
 }
 
 fn interface_networks() -> io::Result<Vec<IpNet>> {
@@ -412,6 +501,62 @@ mod tests {
                 assert!(nets.contains(&net.trunc()), "{net} not among {nets:?}");
             }
         }
+    }
+
+    /// Runs `ip` with `args` in the calling thread's network namespace.
+    fn ip(args: &[&str]) {
+        let out = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+    }
+
+    /// A network the Link gains after a job started is the job's to avoid from its next
+    /// decision on: a route or an address added after a look is in the next look's
+    /// networks, and one removed leaves them. Before, the networks were read once, when a
+    /// job's egress started. In a network namespace of the test's own thread, where `ip`
+    /// changes nothing of the host's.
+    #[test]
+    fn a_change_of_the_links_networks_is_in_the_next_look() {
+        let name = "a_change_of_the_links_networks_is_in_the_next_look";
+        if let Some(missing) = crate::sandbox::netns::missing_capabilities() {
+            crate::test_skips::skipped(name, &missing);
+            return;
+        }
+        if std::process::Command::new("ip").arg("-V").output().is_err() {
+            crate::test_skips::skipped(name, "iproute2's ip is not installed");
+            return;
+        }
+        std::thread::spawn(|| {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            ip(&["link", "set", "lo", "up"]);
+            let own = OwnNetworks::open().expect("watch");
+            let holds =
+                |nets: &[IpNet], ip: [u8; 4]| nets.iter().any(|n| n.contains(&IpAddr::from(ip)));
+            let first = own.current().expect("first look");
+            assert!(!holds(&first, [93, 184, 215, 14]), "{first:?}");
+            let again = own.current().expect("second look");
+            assert!(
+                Arc::ptr_eq(&first, &again),
+                "nothing changed, nothing read again"
+            );
+
+            ip(&["route", "add", "local", "93.184.215.0/24", "dev", "lo"]);
+            let routed = own.current().expect("look after the route");
+            assert!(holds(&routed, [93, 184, 215, 14]), "{routed:?}");
+
+            ip(&["addr", "add", "203.0.113.9/28", "dev", "lo"]);
+            let addressed = own.current().expect("look after the address");
+            assert!(holds(&addressed, [203, 0, 113, 9]), "{addressed:?}");
+
+            ip(&["route", "del", "local", "93.184.215.0/24", "dev", "lo"]);
+            let removed = own.current().expect("look after the removal");
+            assert!(!holds(&removed, [93, 184, 215, 14]), "{removed:?}");
+            assert!(holds(&removed, [203, 0, 113, 9]), "{removed:?}");
+        })
+        .join()
+        .expect("the namespace's thread");
     }
 
     #[test]

@@ -50,8 +50,9 @@ use tokio::sync::{OnceCell, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use super::decide::Context;
+use super::decide::{Context, RefusalCode};
 use super::dns::{self, DnsEvent, NameTable, Resolution};
+use super::host_networks::OwnNetworks;
 use super::http::{self, Activity, Judge, Refused};
 use super::nat64::{Lookup, Nat64, DISCOVERY_NAME};
 use super::policy::EgressPolicy;
@@ -136,6 +137,16 @@ pub struct Egress {
     lookups: Arc<Semaphore>,
     /// Each job's own share of them ([`lookup_places`]).
     job_lookups: usize,
+    /// The Link's own networks, watched from the runner's start in its network namespace;
+    /// the reason when they cannot be, which every job with egress then ends with.
+    own: Result<Arc<OwnNetworks>, String>,
+}
+
+/// The watch of the Link's own networks, opened in the calling thread's network namespace.
+fn watch_own_networks() -> Result<Arc<OwnNetworks>, String> {
+    OwnNetworks::open().map(Arc::new).map_err(|e| {
+        format!("cannot watch the host's addresses and routes for changes (a netlink socket of the route family): {e}")
+    })
 }
 
 /// Why a job's egress could not start.
@@ -168,6 +179,7 @@ impl Egress {
                 ),
                 lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
                 job_lookups: MAX_JOB_LOOKUPS,
+                own: watch_own_networks(),
             }
         }
     }
@@ -179,6 +191,7 @@ impl Egress {
             upstream: Upstream::system(path),
             lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
             job_lookups: MAX_JOB_LOOKUPS,
+            own: watch_own_networks(),
         };
         let _ = egress.resolver();
         egress
@@ -193,10 +206,12 @@ impl Egress {
         self
     }
 
-    /// The same, with `places` upstream lookups for every job together.
+    /// The same with both numbers given: `runner` upstream lookups for every job together,
+    /// `job` for each job.
     #[cfg(test)]
-    fn with_runner_lookups(mut self, places: usize) -> Egress {
-        self.lookups = Arc::new(Semaphore::new(places));
+    fn with_lookup_places(mut self, runner: usize, job: usize) -> Egress {
+        self.lookups = Arc::new(Semaphore::new(runner));
+        self.job_lookups = job;
         self
     }
 
@@ -211,7 +226,9 @@ impl Egress {
 
     /// Whether egress jobs can run, and if not why.
     pub fn problem(&self) -> Option<String> {
-        netns::missing_capabilities().or_else(|| self.resolver().err())
+        netns::missing_capabilities()
+            .or_else(|| self.own.as_ref().err().cloned())
+            .or_else(|| self.resolver().err())
     }
 
     /// Creates one job's network namespace and starts serving it. The clock of the job's
@@ -221,7 +238,12 @@ impl Egress {
             return Err(JobEgressError::Capabilities(missing));
         }
         let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
-        let own = super::host_networks::own_networks().map_err(JobEgressError::OwnAddresses)?;
+        let own = self
+            .own
+            .clone()
+            .map_err(|e| JobEgressError::OwnAddresses(io::Error::other(e)))?;
+        // Read (or found current) now: a job whose start cannot read them does not start.
+        own.current().map_err(JobEgressError::OwnAddresses)?;
         // Only a `public` job may reach addresses outside the allow list's names.
         let nat64 = if super::nat64::asks(net) {
             let lookup = super::nat64::discover(&resolver).await;
@@ -333,7 +355,8 @@ struct ServedJob {
     job_id: String,
     net: Net,
     policy: Arc<EgressPolicy>,
-    own: Vec<IpNet>,
+    /// The Link's own networks, current at each decision.
+    own: Arc<OwnNetworks>,
     /// The NAT64 prefixes of the Link's network, found at a `public` job's start.
     nat64: Nat64,
     table: NameTable,
@@ -417,7 +440,8 @@ impl Drop for Registered<'_> {
 
 impl Judge for ServedJob {
     fn judge(&self, net: Net, dest: SocketAddr, sniffed: Option<&str>) -> Result<(), Refused> {
-        http::judge_with(&self.context(), net, dest, sniffed)
+        let own = self.own_now()?;
+        http::judge_with(&self.context(&own), net, dest, sniffed)
     }
 
     fn refused(&self, host: &str, refusal: &Refused) {
@@ -429,13 +453,29 @@ impl Judge for ServedJob {
 }
 
 impl ServedJob {
-    fn context(&self) -> Context<'_> {
+    /// What a decision made now needs, with `own` as [`Self::own_now`] gave it.
+    fn context<'a>(&'a self, own: &'a [IpNet]) -> Context<'a> {
         Context {
             policy: &self.policy,
-            own: &self.own,
+            own,
             nat64: &self.nat64,
             table: &self.table,
         }
+    }
+
+    /// The Link's own networks for a decision made now ([`OwnNetworks::current`]), or the
+    /// refusal of the connection or request when they cannot be read: no address is judged
+    /// against networks that may be out of date.
+    fn own_now(&self) -> Result<Arc<[IpNet]>, Refused> {
+        self.own.current().map_err(|e| {
+            if self.log.take(&self.job_id) {
+                tracing::warn!(job_id = %self.job_id, error = %e, "egress: the host's own networks cannot be read again after a change; the job's connections are refused until they can");
+            }
+            Refused {
+                code: RefusalCode::AddressRefused,
+                why: "the Link's own networks changed and could not be read again: no address is allowed until they can".to_string(),
+            }
+        })
     }
 
     /// Answers one DNS query, after resolving its name upstream when the job may reach it

@@ -739,11 +739,17 @@ fn the_mapped_form_of_a_synthetic_destination_is_the_same_destination() {
 fn refused_attempts_name_a_useful_host_and_reason() {
     let w = World::new();
     assert_eq!(
-        record_host(&w.ctx(), sa("198.18.0.2:443")),
+        record_host(w.ctx().table, sa("198.18.0.2:443")),
         "api.openvibe.services"
     );
-    assert_eq!(record_host(&w.ctx(), sa("198.18.9.9:443")), "198.18.9.9");
-    assert_eq!(record_host(&w.ctx(), sa("[::ffff:1.2.3.4]:443")), "1.2.3.4");
+    assert_eq!(
+        record_host(w.ctx().table, sa("198.18.9.9:443")),
+        "198.18.9.9"
+    );
+    assert_eq!(
+        record_host(w.ctx().table, sa("[::ffff:1.2.3.4]:443")),
+        "1.2.3.4"
+    );
     let d = w.decide(Net::Public, "169.254.169.254:80", None, &[]);
     let Decision::Deny { reason, .. } = d else {
         panic!()

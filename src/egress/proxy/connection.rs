@@ -36,7 +36,7 @@ async fn accept_one(job: &Arc<ServedJob>, conn: TcpStream, port: u16) {
     let j = job.clone();
     job.tracker.spawn(async move {
         let Some(permit) = admit(&j).await else {
-            let host = decide::record_host(&j.context(), dest);
+            let host = decide::record_host(&j.table, dest);
             let why = format!("more than {MAX_CONNECTIONS} connections at once, none of them idle");
             refuse(
                 &j,
@@ -135,18 +135,17 @@ async fn proxy_connection(
     activity: &Arc<Activity>,
 ) {
     let port = dest.port();
-    let ctx = job.context();
     let (head, sniffed) = read_head(&mut conn, port).await;
     let sniffed = match sniffed {
         Sniff::Name(n) => Some(n),
         Sniff::NoName => None,
         Sniff::Refused(e) => {
-            let host = decide::record_host(&ctx, dest);
+            let host = decide::record_host(&job.table, dest);
             let why = e.to_string();
             return refuse(job, conn, &host, port, RefusalCode::BadRequest, &why, &why).await;
         }
         Sniff::NeedMore => {
-            let host = decide::record_host(&ctx, dest);
+            let host = decide::record_host(&job.table, dest);
             let why = "no complete TLS ClientHello or HTTP request head arrived in time";
             return refuse(job, conn, &host, port, RefusalCode::BadRequest, why, why).await;
         }
@@ -156,9 +155,16 @@ async fn proxy_connection(
         dest,
         sniffed: sniffed.as_deref(),
     };
-    let resolved: Vec<IpAddr> = match decide::target(&ctx, &attempt) {
+    let own = match job.own_now() {
+        Ok(own) => own,
+        Err(r) => {
+            let host = decide::record_host(&job.table, dest);
+            return refuse(job, conn, &host, port, r.code, &r.why, &r.why).await;
+        }
+    };
+    let resolved: Vec<IpAddr> = match decide::target(&job.context(&own), &attempt) {
         Err(reason) => {
-            let host = decide::record_host(&ctx, dest);
+            let host = decide::record_host(&job.table, dest);
             // Before any lookup: nothing the tool was not given is in `why`.
             let why = reason.to_string();
             return refuse(job, conn, &host, port, reason.code(), &why, &why).await;
@@ -169,7 +175,15 @@ async fn proxy_connection(
             _ => Vec::new(),
         },
     };
-    match decide::decide(&ctx, &attempt, &resolved) {
+    // Read again if they changed while the name was looked up (which may take seconds).
+    let own = match job.own_now() {
+        Ok(own) => own,
+        Err(r) => {
+            let host = decide::record_host(&job.table, dest);
+            return refuse(job, conn, &host, port, r.code, &r.why, &r.why).await;
+        }
+    };
+    match decide::decide(&job.context(&own), &attempt, &resolved) {
         Decision::Deny { host, reason } => {
             let for_name = crate::egress::dns::NameTable::is_synthetic(dest.ip());
             let (why, told) = (reason.to_string(), reason.told(&host, for_name));

@@ -317,8 +317,8 @@ fn upstream_lookups_are_bounded_for_a_job_and_for_the_runner() {
     let upstream = DnsServer(hole.local_addr().expect("addr"));
     let rt = two_threads();
     let runner_places = MAX_JOB_LOOKUPS + 4;
-    let egress =
-        Egress::new(EgressPolicy::shipped(), &[upstream]).with_runner_lookups(runner_places);
+    let egress = Egress::new(EgressPolicy::shipped(), &[upstream])
+        .with_lookup_places(runner_places, MAX_JOB_LOOKUPS);
     let start = |id: &str| {
         rt.block_on(egress.start(id, Net::OpenvibeOnly))
             .unwrap_or_else(|e| panic!("egress: {e}"))
@@ -608,4 +608,95 @@ fn a_names_addresses_are_kept_in_order_once_and_bounded() {
     let b: IpAddr = "2606:2800:21f:cb07:6820:80da:af6b:8b2c".parse().unwrap();
     assert_eq!(addresses_kept([a, b, a, b, a].into_iter()), vec![a, b]);
     assert!(addresses_kept(std::iter::empty()).is_empty());
+}
+
+/// The code of the refusal a request to `to` on port 80, made from inside `netns`, is
+/// answered with (its `X-Skill-Runner-Refused` header), or the reply's first line when it
+/// has none.
+fn refusal_code_from_inside(netns: &OwnedFd, to: &str) -> String {
+    use std::io::{Read as _, Write as _};
+    let netns = netns.try_clone().expect("netns fd");
+    let to = to.to_string();
+    std::thread::spawn(move || {
+        nix::sched::setns(&netns, nix::sched::CloneFlags::CLONE_NEWNET).expect("setns");
+        let mut c = std::net::TcpStream::connect((to.as_str(), 80)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        write!(
+            c,
+            "GET / HTTP/1.1\r\nHost: {to}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut reply = String::new();
+        let _ = c.read_to_string(&mut reply);
+        reply
+            .lines()
+            .find_map(|l| l.strip_prefix("X-Skill-Runner-Refused: "))
+            .unwrap_or_else(|| reply.lines().next().unwrap_or("no reply"))
+            .to_string()
+    })
+    .join()
+    .expect("the client")
+}
+
+/// A network the Link gains while a job runs (a VPN come up, a route or an address added)
+/// is refused to that job from its next connection on, not only to the jobs started after
+/// it. The runner's side runs in a network namespace of the test's own, where the route
+/// is added: the host's routes are not touched. Before, the Link's networks were read once
+/// at the job's start, and the second request went out like the first.
+#[test]
+fn a_network_the_link_gains_during_a_job_is_refused_to_it() {
+    let name = "a_network_the_link_gains_during_a_job_is_refused_to_it";
+    let Some(_one_at_a_time) = netns_test(name) else {
+        return;
+    };
+    if std::process::Command::new("ip").arg("-V").output().is_err() {
+        crate::test_skips::skipped(name, "iproute2's ip is not installed");
+        return;
+    }
+    let ip = |args: &[&str]| {
+        let out = std::process::Command::new("ip")
+            .args(args)
+            .output()
+            .expect("run ip");
+        assert!(out.status.success(), "ip {args:?}: {out:?}");
+    };
+    let (before, after, records) = std::thread::spawn(move || {
+        nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+        ip(&["link", "set", "lo", "up"]);
+        // Built on this thread, in its namespace: the runtime's threads, the watch of the
+        // Link's networks and the upstream's sockets are all in it.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        // Nothing listens there: the NAT64 lookup of a `public` job fails at once.
+        let upstream = DnsServer("127.0.0.1:9".parse().expect("address"));
+        let egress = Egress::new(EgressPolicy::shipped(), &[upstream]);
+        rt.block_on(async {
+            let job = egress
+                .start("own-change-test", Net::Public)
+                .await
+                .unwrap_or_else(|e| panic!("egress: {e}"));
+            let netns = job.netns.try_clone().expect("netns fd");
+            let ask = || {
+                let netns = netns.try_clone().expect("netns fd");
+                tokio::task::spawn_blocking(move || {
+                    refusal_code_from_inside(&netns, "93.184.215.14")
+                })
+            };
+            let before = ask().await.expect("the first request");
+            ip(&["route", "add", "local", "93.184.215.0/24", "dev", "lo"]);
+            let after = ask().await.expect("the second request");
+            (before, after, job.finish().await)
+        })
+    })
+    .join()
+    .expect("the runner's namespace thread");
+    // Allowed, and nothing reachable upstream: this namespace has no way out.
+    assert_eq!(before, "upstream_unreachable", "{records:?}");
+    assert_eq!(after, "address_refused", "{records:?}");
+    let refused: Vec<_> = records.iter().filter(|r| !r.allowed).collect();
+    assert_eq!(refused.len(), 1, "{records:?}");
+    assert_eq!(refused[0].host, "93.184.215.14", "{records:?}");
 }
