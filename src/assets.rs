@@ -74,8 +74,12 @@ fn find(
     };
     // A file another user may change would let that user loosen every job's sandbox.
     // A configured folder must hold the file, so there the way back to the built-in file is
-    // removing the setting, not the file.
+    // removing the setting, not the file; both when the setting names the package's folder,
+    // which is searched without it.
     let way_back = match configured {
+        Some(dir) if same_folder(dir, etc) => {
+            format!("or remove {setting} and the file to use the built-in {name}")
+        }
         Some(_) => format!("or remove {setting} to use the built-in {name}"),
         None => format!("or remove it to use the built-in {name}"),
     };
@@ -114,6 +118,15 @@ fn find(
             path.display()
         )),
     }
+}
+
+/// Whether `a` and `b` name one folder (as written, or once resolved).
+fn same_folder(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (std::fs::canonicalize(a), std::fs::canonicalize(b)),
+            (Ok(a), Ok(b)) if a == b
+        )
 }
 
 /// The seccomp policy (`seccomp.json`).
@@ -212,29 +225,39 @@ mod tests {
         chmod(&dir, 0o755);
         let file = dir.join("x.json");
         std::fs::write(&file, b"loosened").expect("write");
-        for configured in [None, Some(dir.as_path())] {
-            let search = |etc: &Path| find("x.json", configured, "runner.x", etc, b"built");
-            // The way back to the built-in file: remove the setting when one names the
-            // folder (it must hold the file), the file itself otherwise.
-            let way_back = match configured {
-                Some(_) => "or remove runner.x to use the built-in x.json",
-                None => "or remove it to use the built-in x.json",
-            };
+        let elsewhere = etc.path().join("package");
+        // The way back to the built-in file: remove the setting when one names the folder
+        // (it must hold the file), the file itself otherwise, and both when the setting
+        // names the package's folder (found without it, the file would be refused again).
+        for (configured, package, way_back) in [
+            (None, &dir, "or remove it to use the built-in x.json"),
+            (
+                Some(dir.as_path()),
+                &elsewhere,
+                "or remove runner.x to use the built-in x.json",
+            ),
+            (
+                Some(dir.as_path()),
+                &dir,
+                "or remove runner.x and the file to use the built-in x.json",
+            ),
+        ] {
+            let search = || find("x.json", configured, "runner.x", package, b"built");
             chmod(&file, 0o646);
-            let err = search(&dir).expect_err("a file others may write");
+            let err = search().expect_err("a file others may write");
             assert!(
                 err.contains("(mode 646)") && err.ends_with(way_back),
                 "{err}"
             );
             chmod(&file, 0o644);
             chmod(&dir, 0o777);
-            let err = search(&dir).expect_err("a folder others may write");
+            let err = search().expect_err("a folder others may write");
             assert!(
                 err.contains("(mode 777) and is not sticky") && err.ends_with(way_back),
                 "{err}"
             );
             chmod(&dir, 0o755);
-            assert_eq!(&*search(&dir).expect("root's file").bytes, b"loosened");
+            assert_eq!(&*search().expect("root's file").bytes, b"loosened");
         }
     }
 
