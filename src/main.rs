@@ -117,6 +117,7 @@ fn run(cli: Cli) -> ExitCode {
     if let Some(dir) = cli.state_dir {
         config.runner.state_dir = dir;
     }
+    config.runner.state_dir = openvibe_skill_runner::state_dir::settled(&config.runner.state_dir);
     match command {
         Command::Skills { .. } | Command::Serve { .. } => unreachable!("handled above"),
         Command::Doctor { json } => doctor::run(config, json),

@@ -13,6 +13,15 @@
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Component, Path, PathBuf};
 
+/// `dir` as an absolute path (the working directory's at this moment before a relative
+/// one), or as given when the working directory cannot be read (the engine's start then
+/// says so). Applied where the command line or the configuration file sets it, so the
+/// logs, the daemon's journal and recovery, and every job name one path, whatever working
+/// directory a later step runs in (a job's pid 1 changes its own to `/`).
+pub fn settled(dir: &Path) -> PathBuf {
+    std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf())
+}
+
 /// Makes the state directory (and any missing folder above it) readable by the runner's
 /// user alone, as the packaged unit's `StateDirectoryMode=0700` does: it holds every job's
 /// result and the skills' code. A folder that is there is left as it is.

@@ -66,10 +66,13 @@ fn load_config(path: &Path) -> Result<Config, String> {
     }
 }
 
+/// The command line's settings over the file's; the state directory made absolute, in the
+/// same way at the start and at each reload, which compares the two.
 fn apply_overrides(config: &mut Config, args: &ServeArgs) {
     if let Some(d) = &args.state_dir {
         config.runner.state_dir = d.clone();
     }
+    config.runner.state_dir = crate::state_dir::settled(&config.runner.state_dir);
     if let Some(s) = &args.socket {
         config.daemon.socket = s.clone();
     }
@@ -689,6 +692,35 @@ mod tests {
             w.read_now(None, false),
             "gone for good: read (the defaults)"
         );
+    }
+
+    /// A relative state directory, from the command line or the file, is made absolute
+    /// against the daemon's working directory, the same at the start and at each reload
+    /// (which compares them); an absolute one is kept as it is.
+    #[test]
+    fn the_state_directory_is_made_absolute_once() {
+        let args = |state_dir: Option<&str>| super::ServeArgs {
+            config: None,
+            state_dir: state_dir.map(std::path::PathBuf::from),
+            socket: None,
+            log_json: false,
+        };
+        let cwd = std::env::current_dir().expect("working directory");
+        let mut from_cli = crate::config::Config::default();
+        super::apply_overrides(&mut from_cli, &args(Some("var/state")));
+        assert_eq!(from_cli.runner.state_dir, cwd.join("var/state"));
+        let mut again = crate::config::Config::default();
+        super::apply_overrides(&mut again, &args(Some("var/state")));
+        assert_eq!(again.runner.state_dir, from_cli.runner.state_dir);
+        let mut from_file = crate::config::Config::default();
+        from_file.runner.state_dir = "relative/dir".into();
+        super::apply_overrides(&mut from_file, &args(None));
+        assert_eq!(from_file.runner.state_dir, cwd.join("relative/dir"));
+        let mut kept = crate::config::Config::default();
+        let default = kept.runner.state_dir.clone();
+        assert!(default.is_absolute(), "{}", default.display());
+        super::apply_overrides(&mut kept, &args(None));
+        assert_eq!(kept.runner.state_dir, default);
     }
 
     /// The daemon's loader on a file of `text`.
