@@ -72,6 +72,48 @@ pub(super) enum NotReserved {
     Full,
 }
 
+/// A submission's reservation until it is handed to its run: its drop ends it when the
+/// submission ended without ending it itself (a panic in its checks, which the task's join
+/// answers `internal`), so the id is free for the next submission of it, its place among
+/// those checked or queued is given back, and a submission waiting on it goes the whole
+/// way itself. Every other end (`forget`, `unqueue`, `release`) takes the reservation off
+/// the jobs first, and then the drop finds nothing of its own to end.
+struct Held<'a> {
+    jobs: &'a Jobs,
+    id: &'a str,
+    job: Arc<LiveJob>,
+    /// Past the verdict: counted among the queued, no longer among those checked.
+    queued: bool,
+    /// Until the run has it.
+    armed: bool,
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut l = self.jobs.live();
+        if !l
+            .jobs
+            .get(self.id)
+            .is_some_and(|x| Arc::ptr_eq(x, &self.job))
+        {
+            return;
+        }
+        if self.queued {
+            l.queued -= 1;
+        } else {
+            l.checking -= 1;
+        }
+        l.jobs.remove(self.id);
+        drop(l);
+        tracing::error!(job_id = %self.id, "a submission ended without an answer (a bug: the lines before say where); its id is free to be sent again");
+        // Wakes a submission waiting on this one: the id is no longer held.
+        self.job.state.send_replace(JobState::Pending);
+    }
+}
+
 /// How long a result that could not be journaled waits before the next try, at most.
 const JOURNAL_RETRY_MAX: Duration = Duration::from_secs(2);
 
@@ -118,6 +160,9 @@ pub struct Jobs {
     /// journal will not take is given up.
     kill_all: CancellationToken,
     tasks: TaskTracker,
+    /// A test's bug: the stage of a submission that panics, once ([`Jobs::bug_at`]).
+    #[cfg(test)]
+    bug_at: Mutex<Option<&'static str>>,
 }
 
 impl Jobs {
@@ -187,8 +232,24 @@ impl Jobs {
             stopping: CancellationToken::new(),
             kill_all: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            #[cfg(test)]
+            bug_at: Mutex::new(None),
         }
     }
+
+    /// Panics here when a test set `stage` as the stage of its bug (once).
+    #[cfg(test)]
+    fn bug_at(&self, stage: &'static str) {
+        let mut at = self.bug_at.lock().unwrap_or_else(|p| p.into_inner());
+        if *at == Some(stage) {
+            *at = None;
+            drop(at);
+            panic!("a test's bug in a submission, at its {stage} stage");
+        }
+    }
+
+    #[cfg(not(test))]
+    fn bug_at(&self, _: &'static str) {}
 
     /// The engine, for `/v1/info`.
     pub fn engine(&self) -> Option<&Arc<Engine>> {
@@ -374,6 +435,14 @@ impl Jobs {
                 }
             }
         };
+        let mut held = Held {
+            jobs: self,
+            id: &id,
+            job: reservation.clone(),
+            queued: false,
+            armed: true,
+        };
+        self.bug_at("checking");
         let accepted_at = Instant::now();
         match self.journaled(&id).await.map(admit::prior) {
             Ok(prior) => {
@@ -423,8 +492,10 @@ impl Jobs {
                 l.queued += 1;
             }
             verdict
-        }
-        .map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
+        };
+        held.queued = verdict.is_ok();
+        self.bug_at("verdict");
+        let verdict = verdict.map_err(|rej| JobResult::rejected(&id, &rej, net, self.node()));
         let job = match verdict {
             Ok(j) => j,
             Err(r) => {
@@ -496,6 +567,7 @@ impl Jobs {
         }
         self.metrics.accepted();
         reservation.state.send_replace(JobState::Queued);
+        held.armed = false;
         let handle = Arc::new(JobHandle {
             job_id: id.clone(),
             rx: reservation.state.subscribe(),

@@ -806,6 +806,88 @@ async fn a_waiting_submission_answers_as_a_later_one_when_the_first_was_dropped_
     assert_eq!(stand.runs(), 0);
 }
 
+/// A submission that panics (a bug) after its id was reserved gives the id back: the
+/// next submission of it is taken and runs, one that waited on it goes the whole way
+/// itself, and nothing stays counted among the submissions checked or queued. Before,
+/// the id stayed reserved for good (every later submission of it waited forever) and its
+/// place among the [`CHECKING_MAX`] was never given back.
+#[tokio::test]
+async fn a_submission_that_panics_gives_its_id_back() {
+    for (stage, id, valid) in [
+        ("checking", "panics-checked", true),
+        ("verdict", "panics-queued", true),
+        ("verdict", "panics-rejected", false),
+    ] {
+        let stand = Stand::new();
+        let d = daemon(Some(stand.clone()), "");
+        *d.jobs.bug_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(stage);
+        let text = if valid {
+            body(id)
+        } else {
+            body_with(id, json!({"limits": {"wall_ms": 0}}))
+        };
+        let first = tokio::spawn({
+            let (jobs, text) = (d.jobs.clone(), text.clone());
+            async move { jobs.submit(&text).await }
+        });
+        let failed = tokio::time::timeout(Duration::from_secs(5), first)
+            .await
+            .expect("the first submission ends within 5 s");
+        assert!(
+            failed.as_ref().is_err_and(|e| e.is_panic()),
+            "{stage}: the test's bug ran"
+        );
+        {
+            let l = d.jobs.live();
+            assert_eq!(
+                (l.checking, l.queued, l.jobs.len()),
+                (0, 0, 0),
+                "{stage} {id}: nothing kept"
+            );
+        }
+        let again = answered(tokio::spawn({
+            let (jobs, text) = (d.jobs.clone(), text.clone());
+            async move { jobs.submit(&text).await }
+        }))
+        .await;
+        if valid {
+            let h = handle(again);
+            stand.go.add_permits(1);
+            assert_eq!(reason(&*done(&h).await), (Status::Ok, None), "{stage}");
+            assert_eq!(stand.runs(), 1, "{stage}");
+        } else {
+            let r = ended(again);
+            assert_eq!(r.status, Status::Rejected, "{stage}: {r:?}");
+            assert_eq!(stand.runs(), 0);
+        }
+        until("nothing left", || d.jobs.load() == (0, 0)).await;
+        assert_eq!(d.jobs.live().checking, 0);
+    }
+}
+
+/// A submission waiting on one that panics (a bug) goes the whole way itself.
+#[tokio::test]
+async fn a_submission_waiting_on_one_that_panics_goes_the_whole_way() {
+    let stand = Stand::new();
+    let d = daemon(Some(stand.clone()), "");
+    let (first, second) = a_second_waits_on_a_first(&d, "waits").await;
+    // The first stands for a submission past its reservation; its bug drops a guard
+    // like the one a real submission holds.
+    let guard = Held {
+        jobs: &d.jobs,
+        id: "waits",
+        job: first,
+        queued: false,
+        armed: true,
+    };
+    drop(guard);
+    let h = handle(answered(second).await);
+    stand.go.add_permits(1);
+    assert_eq!(reason(&*done(&h).await), (Status::Ok, None));
+    assert_eq!(stand.runs(), 1);
+    assert_eq!(d.jobs.live().checking, 0);
+}
+
 #[test]
 fn the_envelope_has_specs_three_keys_in_every_state() {
     let queued = serde_json::to_value(Envelope::of("a", &JobState::Queued)).expect("json");
