@@ -132,7 +132,8 @@ pub struct DeniedRange {
 /// An IPv6 prefix whose addresses carry an IPv4 address at `ipv4_offset` (bits). An
 /// address that would cross bits 64 to 71 (an offset from 33 to 63) is split around them,
 /// as RFC 6052 lays it out for NAT64 prefixes of 40, 48 and 56 bits: those bits are its
-/// "u" octet, and the address goes on at bit 72.
+/// "u" octet, and the address goes on at bit 72. No offset starts inside them (the file's
+/// reader refuses 64 to 71; a /64 prefix's address starts at 72).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EmbeddedIpv4 {
     pub prefix: Ipv6Net,
@@ -443,6 +444,16 @@ impl EgressPolicy {
                     e.prefix.prefix_len()
                 ));
             }
+            if (64..72).contains(&e.ipv4_offset) {
+                // RFC 6052 keeps these bits (the "u" octet) zero: a /64 NAT64 prefix carries
+                // its IPv4 address from bit 72, and read from 64 a gateway's translation
+                // would be judged by another address.
+                return invalid(format!(
+                    "embedded prefix {}: ipv4_offset {} starts inside bits 64 to 71, which \
+                     RFC 6052 keeps zero; for a NAT64 prefix of 64 bits write ipv4_offset = 72",
+                    e.prefix, e.ipv4_offset
+                ));
+            }
             if e.reason.trim().is_empty() {
                 return invalid(format!("embedded prefix {} has no reason", e.prefix));
             }
@@ -545,16 +556,24 @@ pub fn address_allowed(
     let IpAddr::V6(v6) = ip else {
         return Ok(());
     };
+    // Every form the address is in, not the first alone: a network's NAT64 prefix found in
+    // two layouts (or inside a form of the file) carries another IPv4 address in each, and
+    // a gateway may translate by either.
+    let mut carried = false;
     for e in policy.embedded.iter().chain(nat64) {
         if let Some(v4) = e.extract(v6) {
-            return address_allowed(policy, IpAddr::V4(v4), own, nat64).map_err(|inner| {
+            carried = true;
+            address_allowed(policy, IpAddr::V4(v4), own, nat64).map_err(|inner| {
                 DenyReason::Embedded {
                     form: e.reason.clone(),
                     ipv4: v4,
                     inner: Box::new(inner),
                 }
-            });
+            })?;
         }
+    }
+    if carried {
+        return Ok(());
     }
     if policy.ipv6_global_unicast_only && (v6.segments()[0] & 0xe000) != 0x2000 {
         return Err(DenyReason::NotGlobalUnicast);

@@ -184,6 +184,26 @@ fn invalid_policies_are_refused_with_the_reason() {
             "ipv4_offset",
             Box::new(|s| s.replace("ipv4_offset = 16", "ipv4_offset = 97")),
         ),
+        // A /64 NAT64 prefix written with its length as the offset: read from bit 64, the
+        // "u" octet, the address a gateway translates to (from bit 72) would go unjudged.
+        (
+            "ipv4_offset = 72",
+            Box::new(|s| {
+                s.replace(
+                    "prefix = \"2002::/16\"\nipv4_offset = 16",
+                    "prefix = \"2001:db8:122:344::/64\"\nipv4_offset = 64",
+                )
+            }),
+        ),
+        (
+            "starts inside bits 64 to 71",
+            Box::new(|s| {
+                s.replace(
+                    "prefix = \"2002::/16\"\nipv4_offset = 16",
+                    "prefix = \"2001:db8:122:344::/64\"\nipv4_offset = 71",
+                )
+            }),
+        ),
         (
             "max_names",
             Box::new(|s| s.replace("max_names = 256", "max_names = 0")),
@@ -853,6 +873,39 @@ fn embedded_extraction_at_every_offset() {
         e.extract("2001:db8:0102:0304::".parse().unwrap()),
         Some(Ipv4Addr::new(1, 2, 3, 4))
     );
+}
+
+/// An address inside two embedded forms is judged by the IPv4 address each carries: here
+/// a form of the operator's file (a /32 layout, carrying 93.184.215.14) and the network's
+/// NAT64 prefix inside it (a /96 layout, carrying 10.0.0.1, which the gateway reaches).
+/// Before, the first form that held the address decided alone.
+#[test]
+fn an_address_in_two_forms_is_judged_by_each() {
+    let form = |prefix: &str, ipv4_offset| EmbeddedIpv4 {
+        prefix: prefix.parse().unwrap(),
+        ipv4_offset,
+        reason: "a form".into(),
+    };
+    let mut p = shipped();
+    p.embedded.push(form("2a01:4f8::/32", 32));
+    let nat64 = [form("2a01:4f8:5db8:d70e::/96", 96)];
+    let ip: IpAddr = "2a01:4f8:5db8:d70e::a00:1".parse().unwrap();
+    assert_eq!(
+        p.embedded
+            .last()
+            .and_then(|e| e.extract("2a01:4f8:5db8:d70e::a00:1".parse().unwrap())),
+        Some(Ipv4Addr::new(93, 184, 215, 14))
+    );
+    match address_allowed(&p, ip, &[], &nat64) {
+        Err(DenyReason::Embedded { ipv4, .. }) => assert_eq!(ipv4, Ipv4Addr::new(10, 0, 0, 1)),
+        other => panic!("{ip} carries 10.0.0.1 in the NAT64 layout: {other:?}"),
+    }
+    // The file's form alone lets it through.
+    assert!(address_allowed(&p, ip, &[], &[]).is_ok());
+    // An address every form it is in allows is allowed, outside 2000::/3 too (the
+    // well-known NAT64 prefix).
+    let public: IpAddr = "64:ff9b::5db8:d70e".parse().unwrap();
+    assert!(address_allowed(&p, public, &[], &nat64).is_ok());
 }
 
 #[test]
