@@ -1,5 +1,5 @@
 //! The Link's own addresses and networks, which no job may reach whatever its policy says:
-//! read from the host's interfaces and its main routing table, and read again before a
+//! read from the host's interfaces and its routing tables, and read again before a
 //! job's next decision whenever the kernel has told of a change ([`OwnNetworks`]).
 
 use ipnet::IpNet;
@@ -27,8 +27,8 @@ const DUMP_TIMEOUT_MS: u16 = 5000;
 const DUMP_TRIES: usize = 3;
 
 /// The Link's own addresses and networks, as configured in the runner's network namespace:
-/// each interface's address and its network, the destination of every route of the
-/// main table but the ways out (the default routes and those wider than
+/// each interface's address and its network, the destination of every route of every
+/// table but the ways out (the default routes and those wider than
 /// [`NARROWEST_WAY_OUT`]), and every range the Link delivers to itself (its `local` and
 /// `anycast` routes). A route says what a prefix alone may not: an address given
 /// as a /128 (DHCPv6) or a /32 whose on-link network comes as a route of its own, a
@@ -60,7 +60,11 @@ const NOTICES_A_LOOK: usize = 4096;
 /// only to the jobs started after it. The kernel queues its notice of a change before the
 /// call that made it returns, so a look that finds no notice judges against networks read
 /// after every change made before it; a notice lost to a full socket buffer is an error
-/// the look also takes as a change.
+/// the look also takes as a change. A look with no notice waiting costs one non-blocking
+/// `recv`; the networks are read again (a dump of the routes, well under a millisecond on
+/// a Link) at most once for all the notices waiting, by the first decision that finds
+/// them, while the others wait for that read: what the reads cost follows how often the
+/// host's networks change, not how many connections the jobs open.
 pub struct OwnNetworks {
     watch: Mutex<Watch>,
 }
@@ -154,7 +158,7 @@ fn interface_networks() -> io::Result<Vec<IpNet>> {
     Ok(nets)
 }
 
-/// The destinations of the main table's routes that are not ways out.
+/// The destinations of the routes (every table's) that are not ways out.
 fn routed_networks() -> io::Result<Vec<IpNet>> {
     for _ in 0..DUMP_TRIES {
         if let Some(routes) = dump_routes()? {
@@ -166,12 +170,17 @@ fn routed_networks() -> io::Result<Vec<IpNet>> {
     )))
 }
 
-/// The network a route leads to, if it is one of the Link's: a unicast route of the main
-/// table, to a prefix at least as narrow as [`NARROWEST_WAY_OUT`]; or a range the Link
-/// takes as its own (a `local` or `anycast` route of the local or the main table, whatever
-/// its length): `ip route add local 2001:db8:5::/64 dev lo`, as proxies and anycast
-/// services set up, delivers every address of the range to the Link itself, though no
-/// interface holds one. A `local default` makes every address the Link's, and refuses all.
+/// The network a route leads to, if it is one of the Link's: a unicast route of any table,
+/// to a prefix at least as narrow as [`NARROWEST_WAY_OUT`]; or a range the Link takes as
+/// its own (a `local` or `anycast` route of the local or the main table, whatever its
+/// length): `ip route add local 2001:db8:5::/64 dev lo`, as proxies and anycast services
+/// set up, delivers every address of the range to the Link itself, though no interface
+/// holds one. A `local default` makes every address the Link's, and refuses all.
+/// Unicast routes of every table, not the main one alone: a VPN or a second uplink routed
+/// by policy (WireGuard's `wg-quick`, Tailscale's table 52, a VRF) keeps its networks in a
+/// table of its own, and its default route there is a way out like the main table's. Local
+/// routes of other tables are not the Link's: they serve only the packets a rule sends
+/// there (a transparent proxy's `local default` in a table of marked packets).
 fn network_of_route(route: &RouteMessage) -> Option<IpNet> {
     let table = route
         .attributes
@@ -200,7 +209,7 @@ fn network_of_route(route: &RouteMessage) -> Option<IpNet> {
         };
         return IpNet::new(dst, len).ok().map(|n| n.trunc());
     }
-    if !main || route.header.kind != RouteType::Unicast {
+    if route.header.kind != RouteType::Unicast {
         return None;
     }
     let dst = dst?;
@@ -346,11 +355,11 @@ mod tests {
         r
     }
 
-    /// The routes that name one of the Link's networks: every unicast route of the main
-    /// table to a prefix of /8 (IPv4) or /16 (IPv6) or narrower, on-link or through a
-    /// gateway, and every local or anycast route of the local and main tables. Not the
-    /// default routes, a VPN's halves of the internet, other tables' routes (policy
-    /// routing), nor other kinds of route.
+    /// The routes that name one of the Link's networks: every unicast route of any table
+    /// to a prefix of /8 (IPv4) or /16 (IPv6) or narrower, on-link or through a gateway,
+    /// and every local or anycast route of the local and main tables. Not the default
+    /// routes (of any table), a VPN's halves of the internet, other tables' local routes
+    /// (a transparent proxy's), nor other kinds of route.
     #[test]
     fn the_links_networks_are_its_routes_but_the_ways_out() {
         let main = RouteHeader::RT_TABLE_MAIN;
@@ -375,7 +384,9 @@ mod tests {
             ("128.0.0.0/1", main, RouteType::Unicast),
             ("8000::/1", main, RouteType::Unicast),
             ("2000::/3", main, RouteType::Unicast),
-            ("93.184.215.0/24", 100, RouteType::Unicast),
+            ("0.0.0.0/0", 52, RouteType::Unicast),
+            ("::/0", 100, RouteType::Unicast),
+            ("0.0.0.0/0", 100, RouteType::Local),
             ("93.184.215.0/24", 100, RouteType::Local),
             ("93.184.215.0/24", 255, RouteType::Broadcast),
             ("93.184.215.0/24", main, RouteType::Unreachable),
@@ -405,13 +416,20 @@ mod tests {
                 "{dst} {table} {kind:?}"
             );
         }
-        // A table past 255 comes as an attribute.
+        // A network routed by policy, in a table of its own (a VPN's internal range in
+        // Tailscale's table 52 or wg-quick's 51820, a second uplink's network) is the Link's
+        // as the main table's are; before, only the main table's routes were read. A table
+        // past 255 comes as an attribute.
+        for (dst, table) in [("93.184.215.0/24", 52), ("2a01:4f8:7::/48", 100)] {
+            assert_eq!(
+                taken(route(dst, table, RouteType::Unicast, true)).as_deref(),
+                Some(dst),
+                "{dst} {table}"
+            );
+        }
         let mut big = route("93.184.215.0/24", 252, RouteType::Unicast, false);
-        big.attributes.push(RouteAttribute::Table(u32::from(main)));
+        big.attributes.push(RouteAttribute::Table(51820));
         assert_eq!(taken(big).as_deref(), Some("93.184.215.0/24"));
-        let mut other = route("93.184.215.0/24", main, RouteType::Unicast, false);
-        other.attributes.push(RouteAttribute::Table(51820));
-        assert_eq!(taken(other), None);
     }
 
     fn datagram(payloads: Vec<NetlinkPayload<RouteNetlinkMessage>>) -> Vec<u8> {
