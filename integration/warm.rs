@@ -425,6 +425,22 @@ fn pid_one_and_init_nice(node: i32) -> Vec<String> {
     vec![nice(pid_one), nice(ppid(pid_one))]
 }
 
+/// How many descriptors the init stage (the parent of Node's parent, pid 1) holds open.
+fn init_descriptors(node: i32) -> usize {
+    let ppid = |pid: i32| -> i32 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let init = ppid(ppid(node));
+    std::fs::read_dir(format!("/proc/{init}/fd"))
+        .unwrap_or_else(|e| panic!("the init stage's descriptors (pid {init}): {e}"))
+        .count()
+}
+
 /// Runs `job` on a thread while the host looks at its Node (`node_of`): its result and
 /// the host's snapshot, or a failure naming the result of a job that ended first.
 fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Value) {
@@ -435,6 +451,9 @@ fn run_watched(cgroup: &str, job: impl FnOnce() -> Value + Send) -> (Value, Valu
             let mut host = snapshot(pid, uid);
             host["pid1_and_init_nice"] = json!(pid_one_and_init_nice(pid));
             host["pid1_privileges"] = pid_one_privileges(pid);
+            // A warm sandbox's init stage holds no more than a cold job's: before, it kept
+            // its copy of the hand-over's pipe, which only pid 1 is to hold.
+            host["init_descriptors"] = json!(init_descriptors(pid));
             host
         });
         let result = run.join().expect("the job's thread");

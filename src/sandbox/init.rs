@@ -258,6 +258,13 @@ pub fn main() -> ! {
             let _alive = parent_alive;
             close_stdio();
             exec_gate::close_inherited();
+            // The hand-over's pipe is pid 1's alone: with a copy here, a pid 1 that died
+            // before its hand-over would not hang the pipe up for the runner. (A cold
+            // job's was closed at the start, and its number may be another pipe's now.)
+            if warm {
+                // SAFETY: closing this process's copy of a descriptor it does not use.
+                unsafe { libc::close(WARM_FD) };
+            }
             while let Err(nix::errno::Errno::EINTR) = waitpid(child, None) {}
             std::process::exit(0);
         }
