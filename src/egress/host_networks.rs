@@ -63,8 +63,8 @@ const NOTICES_A_LOOK: usize = 4096;
 /// the look also takes as a change. A look with no notice waiting costs one non-blocking
 /// `recv`; the networks are read again (a dump of the routes, well under a millisecond on
 /// a Link) at most once for all the notices waiting, by the first decision that finds
-/// them, while the others wait for that read: what the reads cost follows how often the
-/// host's networks change, not how many connections the jobs open.
+/// them, on a blocking thread, while the others wait for that read: what the reads cost
+/// follows how often the host's networks change, not how many connections the jobs open.
 pub struct OwnNetworks {
     watch: Mutex<Watch>,
 }
@@ -96,12 +96,11 @@ impl OwnNetworks {
 
     /// The Link's own networks now: those read last, unless the kernel has told of a change
     /// since, in which case they are read again. An error, never an older list, when they
-    /// cannot be: the decision that asked refuses its connection.
+    /// cannot be: the decision that asked refuses its connection. Blocking (a dump of the
+    /// routes) when they are read: on the async runtime, [`Self::current_async`].
     pub fn current(&self) -> io::Result<Arc<[IpNet]>> {
         let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
-        if watch.changed()? {
-            watch.read = None;
-        }
+        watch.take_notices()?;
         if let Some(read) = &watch.read {
             return Ok(read.clone());
         }
@@ -109,16 +108,47 @@ impl OwnNetworks {
         watch.read = Some(read.clone());
         Ok(read)
     }
+
+    /// [`Self::current`] for a task of the async runtime: at once when nothing changed
+    /// since the last read, else read on a blocking thread, so no worker of the runtime
+    /// (nor the daemon's API on it) waits for a dump of the routes.
+    pub async fn current_async(self: &Arc<Self>) -> io::Result<Arc<[IpNet]>> {
+        {
+            let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+            watch.take_notices()?;
+            if let Some(read) = &watch.read {
+                return Ok(read.clone());
+            }
+        }
+        let me = self.clone();
+        tokio::task::spawn_blocking(move || me.current())
+            .await
+            .map_err(|e| io::Error::other(format!("the read of the host's networks failed: {e}")))?
+    }
 }
 
 impl Watch {
+    /// Takes the notices waiting: the networks read are forgotten when one told of a
+    /// change, and also when they could not all be taken (the error), so a change already
+    /// taken off the socket is never lost with the error.
+    fn take_notices(&mut self) -> io::Result<()> {
+        let changed = self.changed();
+        if !matches!(changed, Ok(false)) {
+            self.read = None;
+        }
+        changed.map(|_| ())
+    }
+
     /// Takes every notice waiting (at most [`NOTICES_A_LOOK`]): whether any told of a change.
     fn changed(&mut self) -> io::Result<bool> {
         let mut changed = false;
-        let mut datagram = Vec::with_capacity(8192);
+        // Only that a notice came matters: the rest of a longer one is dropped unread.
+        let mut datagram = [0u8; 256];
         for _ in 0..NOTICES_A_LOOK {
-            datagram.clear();
-            match self.notices.recv(&mut datagram, libc::MSG_DONTWAIT) {
+            match self
+                .notices
+                .recv(&mut &mut datagram[..], libc::MSG_DONTWAIT)
+            {
                 Ok(_) => changed = true,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(changed),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -68,11 +68,15 @@ pub struct Refused {
     pub why: String,
 }
 
+/// A judgment under way ([`Judge::judge`]).
+pub type Judged<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), Refused>> + Send + 'a>>;
+
 /// The job's side of the connection: judging a request and recording its refusal.
 pub trait Judge: Send + Sync + 'static {
     /// `Ok` when a request for `sniffed` may go on to the upstream the connection to `dest`
-    /// was made for.
-    fn judge(&self, net: Net, dest: SocketAddr, sniffed: Option<&str>) -> Result<(), Refused>;
+    /// was made for (a future: the Link's own networks may have to be read again first).
+    fn judge<'a>(&'a self, net: Net, dest: SocketAddr, sniffed: Option<&'a str>) -> Judged<'a>;
     /// Records a refused request on the connection recorded as `host` (port 80).
     fn refused(&self, host: &str, refusal: &Refused);
 }
@@ -248,7 +252,11 @@ impl Connection {
     async fn handle(&self, mut req: Request<Incoming>) -> Response<ProxyBody> {
         let in_flight = self.activity.request();
         let judged = match sniff::request_host(req.method(), req.uri(), req.headers()) {
-            Ok(sniffed) => self.judge.judge(self.net, self.dest, sniffed.as_deref()),
+            Ok(sniffed) => {
+                self.judge
+                    .judge(self.net, self.dest, sniffed.as_deref())
+                    .await
+            }
             Err(e) => Err(Refused {
                 code: RefusalCode::BadRequest,
                 why: e.to_string(),

@@ -53,7 +53,7 @@ use tokio_util::task::TaskTracker;
 use super::decide::{Context, RefusalCode};
 use super::dns::{self, DnsEvent, NameTable, Resolution};
 use super::host_networks::OwnNetworks;
-use super::http::{self, Activity, Judge, Refused};
+use super::http::{self, Activity, Judge, Judged, Refused};
 use super::nat64::{Lookup, Nat64, DISCOVERY_NAME};
 use super::policy::EgressPolicy;
 use super::record::{LookupOutcome, Recorder};
@@ -138,8 +138,9 @@ pub struct Egress {
     /// Each job's own share of them ([`lookup_places`]).
     job_lookups: usize,
     /// The Link's own networks, watched from the runner's start in its network namespace;
-    /// the reason when they cannot be, which every job with egress then ends with.
-    own: Result<Arc<OwnNetworks>, String>,
+    /// the reason when they could not be, tried again at the next job with egress (which
+    /// ends with the reason if it fails again).
+    own: Mutex<Result<Arc<OwnNetworks>, String>>,
 }
 
 /// The watch of the Link's own networks, opened in the calling thread's network namespace.
@@ -179,7 +180,7 @@ impl Egress {
                 ),
                 lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
                 job_lookups: MAX_JOB_LOOKUPS,
-                own: watch_own_networks(),
+                own: Mutex::new(watch_own_networks()),
             }
         }
     }
@@ -191,7 +192,7 @@ impl Egress {
             upstream: Upstream::system(path),
             lookups: Arc::new(Semaphore::new(MAX_RUNNER_LOOKUPS)),
             job_lookups: MAX_JOB_LOOKUPS,
-            own: watch_own_networks(),
+            own: Mutex::new(watch_own_networks()),
         };
         let _ = egress.resolver();
         egress
@@ -227,8 +228,19 @@ impl Egress {
     /// Whether egress jobs can run, and if not why.
     pub fn problem(&self) -> Option<String> {
         netns::missing_capabilities()
-            .or_else(|| self.own.as_ref().err().cloned())
+            .or_else(|| self.own_watch().err())
             .or_else(|| self.resolver().err())
+    }
+
+    /// The watch of the Link's own networks, opened again if it could not be before (a
+    /// passing shortage of descriptors must not refuse egress until a restart). Called
+    /// from the runtime's threads, which stay in the runner's network namespace.
+    fn own_watch(&self) -> Result<Arc<OwnNetworks>, String> {
+        let mut own = self.own.lock().unwrap_or_else(|p| p.into_inner());
+        if own.is_err() {
+            *own = watch_own_networks();
+        }
+        own.clone()
     }
 
     /// Creates one job's network namespace and starts serving it. The clock of the job's
@@ -239,11 +251,12 @@ impl Egress {
         }
         let resolver = self.resolver().map_err(JobEgressError::Resolver)?;
         let own = self
-            .own
-            .clone()
+            .own_watch()
             .map_err(|e| JobEgressError::OwnAddresses(io::Error::other(e)))?;
         // Read (or found current) now: a job whose start cannot read them does not start.
-        own.current().map_err(JobEgressError::OwnAddresses)?;
+        own.current_async()
+            .await
+            .map_err(JobEgressError::OwnAddresses)?;
         // Only a `public` job may reach addresses outside the allow list's names.
         let nat64 = if super::nat64::asks(net) {
             let lookup = super::nat64::discover(&resolver).await;
@@ -439,9 +452,11 @@ impl Drop for Registered<'_> {
 }
 
 impl Judge for ServedJob {
-    fn judge(&self, net: Net, dest: SocketAddr, sniffed: Option<&str>) -> Result<(), Refused> {
-        let own = self.own_now()?;
-        http::judge_with(&self.context(&own), net, dest, sniffed)
+    fn judge<'a>(&'a self, net: Net, dest: SocketAddr, sniffed: Option<&'a str>) -> Judged<'a> {
+        Box::pin(async move {
+            let own = self.own_now().await?;
+            http::judge_with(&self.context(&own), net, dest, sniffed)
+        })
     }
 
     fn refused(&self, host: &str, refusal: &Refused) {
@@ -466,8 +481,8 @@ impl ServedJob {
     /// The Link's own networks for a decision made now ([`OwnNetworks::current`]), or the
     /// refusal of the connection or request when they cannot be read: no address is judged
     /// against networks that may be out of date.
-    fn own_now(&self) -> Result<Arc<[IpNet]>, Refused> {
-        self.own.current().map_err(|e| {
+    async fn own_now(&self) -> Result<Arc<[IpNet]>, Refused> {
+        self.own.current_async().await.map_err(|e| {
             if self.log.take(&self.job_id) {
                 tracing::warn!(job_id = %self.job_id, error = %e, "egress: the host's own networks cannot be read again after a change; the job's connections are refused until they can");
             }

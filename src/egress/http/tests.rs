@@ -17,8 +17,8 @@ struct TestJudge {
 }
 
 impl Judge for TestJudge {
-    fn judge(&self, _net: Net, _dest: SocketAddr, _sniffed: Option<&str>) -> Result<(), Refused> {
-        Ok(())
+    fn judge<'a>(&'a self, _net: Net, _dest: SocketAddr, _sniffed: Option<&'a str>) -> Judged<'a> {
+        Box::pin(std::future::ready(Ok(())))
     }
 
     fn refused(&self, host: &str, refusal: &Refused) {

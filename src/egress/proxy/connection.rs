@@ -155,7 +155,7 @@ async fn proxy_connection(
         dest,
         sniffed: sniffed.as_deref(),
     };
-    let own = match job.own_now() {
+    let own = match job.own_now().await {
         Ok(own) => own,
         Err(r) => {
             let host = decide::record_host(&job.table, dest);
@@ -176,7 +176,7 @@ async fn proxy_connection(
         },
     };
     // Read again if they changed while the name was looked up (which may take seconds).
-    let own = match job.own_now() {
+    let own = match job.own_now().await {
         Ok(own) => own,
         Err(r) => {
             let host = decide::record_host(&job.table, dest);
