@@ -96,6 +96,13 @@ fn find(
     if let Some(dir) = configured {
         return read(dir.join(name))
             .map_err(|(path, e)| {
+                // No file to remove: the setting alone is the way back.
+                let way_back = match e.kind() {
+                    std::io::ErrorKind::NotFound => {
+                        format!("or remove {setting} to use the built-in {name}")
+                    }
+                    _ => way_back.clone(),
+                };
                 format!(
                     "{setting} is {} but {} cannot be read ({e}): put the file there, {way_back}",
                     dir.display(),
@@ -195,6 +202,21 @@ mod tests {
             err.contains("runner.x")
                 && err.contains("x.json")
                 && err.ends_with("or remove runner.x to use the built-in x.json"),
+            "{err}"
+        );
+        // The package's own folder named, and no file there: the setting alone is the way
+        // back (there is no file to remove).
+        let empty = tempfile::tempdir().expect("tempdir");
+        let err = find(
+            "x.json",
+            Some(empty.path()),
+            "runner.x",
+            empty.path(),
+            b"built",
+        )
+        .expect_err("configured but missing");
+        assert!(
+            err.ends_with("put the file there, or remove runner.x to use the built-in x.json"),
             "{err}"
         );
         std::fs::write(dir.path().join("x.json"), b"configured").expect("write");

@@ -108,7 +108,12 @@ impl Drop for Held<'_> {
         }
         l.jobs.remove(self.id);
         drop(l);
-        tracing::error!(job_id = %self.id, "a submission ended without an answer (a bug: the lines before say where); its id is free to be sent again");
+        if std::thread::panicking() {
+            tracing::error!(job_id = %self.id, "a submission ended without an answer (a bug: the lines before say where); its id is free to be sent again");
+        } else {
+            // Its task was dropped (the daemon's runtime ending): nothing was answered.
+            tracing::warn!(job_id = %self.id, "a submission was dropped before its answer; its id is free to be sent again");
+        }
         // Wakes a submission waiting on this one: the id is no longer held.
         self.job.state.send_replace(JobState::Pending);
     }
