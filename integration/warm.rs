@@ -406,16 +406,18 @@ fn working_directory_is_root(pid: i32) -> String {
     }
 }
 
+/// The parent of `pid` (0 once it is gone).
+fn ppid(pid: i32) -> i32 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// The nice values of the job's pid 1 (Node's parent) and of the init stage (pid 1's).
 fn pid_one_and_init_nice(node: i32) -> Vec<String> {
-    let ppid = |pid: i32| -> i32 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
     let nice = |pid: i32| -> String {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
         let after = stat.rsplit_once(") ").map(|(_, r)| r).unwrap_or("");
@@ -427,14 +429,6 @@ fn pid_one_and_init_nice(node: i32) -> Vec<String> {
 
 /// How many descriptors the init stage (the parent of Node's parent, pid 1) holds open.
 fn init_descriptors(node: i32) -> usize {
-    let ppid = |pid: i32| -> i32 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("PPid:"))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0)
-    };
     let init = ppid(ppid(node));
     std::fs::read_dir(format!("/proc/{init}/fd"))
         .unwrap_or_else(|e| panic!("the init stage's descriptors (pid {init}): {e}"))
