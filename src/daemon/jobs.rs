@@ -74,7 +74,8 @@ pub(super) enum NotReserved {
 
 /// A submission's reservation until it is handed to its run: its drop ends it when the
 /// submission ended without ending it itself (a panic in its checks, which the task's join
-/// answers `internal`), so the id is free for the next submission of it, its place among
+/// answers `internal`, or its task dropped as the runtime ends), so the id is free for the
+/// next submission of it, its place among
 /// those checked or queued is given back, and a submission waiting on it goes the whole
 /// way itself. Every other end (`forget`, `unqueue`, `release`) takes the reservation off
 /// the jobs first, and then the drop finds nothing of its own to end.

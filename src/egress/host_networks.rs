@@ -72,6 +72,9 @@ pub struct OwnNetworks {
 struct Watch {
     /// Subscribed to [`CHANGES`], non-blocking, in the namespace it was opened in.
     notices: NetlinkSocket,
+    /// That namespace (device and inode of `/proc/thread-self/ns/net`): the networks are
+    /// read in the reading thread's, which must be the same.
+    namespace: (u64, u64),
     /// The networks as last read, or `None` when the next look must read them.
     read: Option<Arc<[IpNet]>>,
 }
@@ -89,6 +92,7 @@ impl OwnNetworks {
         Ok(OwnNetworks {
             watch: Mutex::new(Watch {
                 notices,
+                namespace: this_threads_namespace()?,
                 read: None,
             }),
         })
@@ -104,17 +108,25 @@ impl OwnNetworks {
         if let Some(read) = &watch.read {
             return Ok(read.clone());
         }
+        // A thread moved into another namespace (a job's, where every address is local)
+        // would read that one's networks: refused rather than read.
+        if this_threads_namespace()? != watch.namespace {
+            return Err(io::Error::other(
+                "the host's networks were to be read from a thread in another network namespace than the runner's",
+            ));
+        }
         let read: Arc<[IpNet]> = own_networks()?.into();
         watch.read = Some(read.clone());
         Ok(read)
     }
 
     /// [`Self::current`] for a task of the async runtime: at once when nothing changed
-    /// since the last read, else read on a blocking thread, so no worker of the runtime
-    /// (nor the daemon's API on it) waits for a dump of the routes.
+    /// since the last read, else on a blocking thread (the read, or the wait for the read
+    /// another decision started), so no worker of the runtime (nor the daemon's API on
+    /// it) waits for a dump of the routes.
     pub async fn current_async(self: &Arc<Self>) -> io::Result<Arc<[IpNet]>> {
-        {
-            let mut watch = self.watch.lock().unwrap_or_else(|p| p.into_inner());
+        // Busy means being read now: that read is waited for on a blocking thread too.
+        if let Ok(mut watch) = self.watch.try_lock() {
             watch.take_notices()?;
             if let Some(read) = &watch.read {
                 return Ok(read.clone());
@@ -159,6 +171,13 @@ impl Watch {
         }
         Ok(true)
     }
+}
+
+/// The calling thread's network namespace: device and inode of its `/proc` link.
+fn this_threads_namespace() -> io::Result<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata("/proc/thread-self/ns/net")?;
+    Ok((meta.dev(), meta.ino()))
 }
 
 fn interface_networks() -> io::Result<Vec<IpNet>> {
@@ -605,6 +624,31 @@ mod tests {
         })
         .join()
         .expect("the namespace's thread");
+    }
+
+    /// The networks are read only from a thread of the namespace the watch was opened in:
+    /// one moved into another (a job's, where every address is local) gets an error, not
+    /// that namespace's networks.
+    #[test]
+    fn a_read_from_another_namespace_is_refused() {
+        let name = "a_read_from_another_namespace_is_refused";
+        if let Some(missing) = crate::sandbox::netns::missing_capabilities() {
+            crate::test_skips::skipped(name, &missing);
+            return;
+        }
+        let own = Arc::new(OwnNetworks::open().expect("watch"));
+        let elsewhere = own.clone();
+        let err = std::thread::spawn(move || {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
+            elsewhere.current().expect_err("read in another namespace")
+        })
+        .join()
+        .expect("the namespace's thread");
+        assert!(
+            err.to_string().contains("another network namespace"),
+            "{err}"
+        );
+        assert!(own.current().is_ok(), "read in its own namespace");
     }
 
     #[test]
