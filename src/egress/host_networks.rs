@@ -376,7 +376,7 @@ fn ip_of(s: &nix::sys::socket::SockaddrStorage) -> Option<IpAddr> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn route(dst: &str, table: u8, kind: RouteType, gateway: bool) -> RouteMessage {
@@ -579,6 +579,15 @@ mod tests {
         assert!(out.status.success(), "ip {args:?}: {out:?}");
     }
 
+    /// Which of `ips` the host's own networks (this thread's namespace) hold: the same
+    /// before and after a test that changed routes in a namespace of its own.
+    pub(crate) fn host_holds(ips: &[[u8; 4]]) -> Vec<bool> {
+        let nets = own_networks().expect("the host's networks");
+        ips.iter()
+            .map(|ip| nets.iter().any(|n| n.contains(&IpAddr::from(*ip))))
+            .collect()
+    }
+
     /// A network the Link gains after a job started is the job's to avoid from its next
     /// decision on: a route or an address added after a look is in the next look's
     /// networks, and one removed leaves them. Before, the networks were read once, when a
@@ -595,6 +604,8 @@ mod tests {
             crate::test_skips::skipped(name, "iproute2's ip is not installed");
             return;
         }
+        let made = [[93, 184, 215, 14], [203, 0, 113, 9]];
+        let host_before = host_holds(&made);
         std::thread::spawn(|| {
             nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
             ip(&["link", "set", "lo", "up"]);
@@ -624,6 +635,11 @@ mod tests {
         })
         .join()
         .expect("the namespace's thread");
+        assert_eq!(
+            host_holds(&made),
+            host_before,
+            "the host's networks are as they were"
+        );
     }
 
     /// The networks are read only from a thread of the namespace the watch was opened in:

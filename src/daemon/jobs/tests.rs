@@ -729,13 +729,16 @@ async fn a_second_waits_on_a_first(
     id: &str,
 ) -> (Arc<LiveJob>, tokio::task::JoinHandle<Submitted>) {
     let first = reserve(&d.jobs, id);
-    let second = tokio::spawn({
-        let (jobs, text) = (d.jobs.clone(), body(id));
-        async move { jobs.submit(&text).await }
-    });
+    let second = submitting(d, body(id));
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(!second.is_finished(), "the second waits for the first");
     (first, second)
+}
+
+/// `text` submitted on a task of its own, as a connection's submission runs.
+fn submitting(d: &Daemon, text: Vec<u8>) -> tokio::task::JoinHandle<Submitted> {
+    let jobs = d.jobs.clone();
+    tokio::spawn(async move { jobs.submit(&text).await })
 }
 
 /// What a submission task answered, within 5 s.
@@ -826,10 +829,7 @@ async fn a_submission_that_panics_gives_its_id_back() {
         } else {
             body_with(id, json!({"limits": {"wall_ms": 0}}))
         };
-        let first = tokio::spawn({
-            let (jobs, text) = (d.jobs.clone(), text.clone());
-            async move { jobs.submit(&text).await }
-        });
+        let first = submitting(&d, text.clone());
         let failed = tokio::time::timeout(Duration::from_secs(5), first)
             .await
             .expect("the first submission ends within 5 s");
@@ -845,11 +845,7 @@ async fn a_submission_that_panics_gives_its_id_back() {
                 "{stage} {id}: nothing kept"
             );
         }
-        let again = answered(tokio::spawn({
-            let (jobs, text) = (d.jobs.clone(), text.clone());
-            async move { jobs.submit(&text).await }
-        }))
-        .await;
+        let again = answered(submitting(&d, text)).await;
         if valid {
             let h = handle(again);
             stand.go.add_permits(1);
@@ -1013,10 +1009,7 @@ async fn a_rejection_that_finds_the_id_taken_answers_with_the_ids_row() {
         )
         .expect("their row");
     let rejected = body_with("late", json!({ "limits": { "wall_ms": 999_999 } }));
-    let submission = tokio::spawn({
-        let jobs = d.jobs.clone();
-        async move { jobs.submit(&rejected).await }
-    });
+    let submission = submitting(&d, rejected);
     // The lookup saw no row (theirs is not committed); the rejection's write now waits
     // for the lock, holding the daemon's connection.
     let journal = d.jobs.journal().clone();

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::egress::decide::{self, Attempt, Decision, RefusalCode, Target};
 use crate::egress::dns::Resolution;
-use crate::egress::http::{self, Activity, Judge};
+use crate::egress::http::{self, Activity, Judge, Refused};
 use crate::egress::record::Flow;
 use crate::egress::sniff::{self, Sniff, MAX_HEAD};
 use std::io;
@@ -103,6 +103,14 @@ async fn refuse(
     .await;
 }
 
+/// Refuses a connection whose decision could not be made ([`ServedJob::own_now`]),
+/// recorded under the host it was asked for.
+async fn refuse_unjudged(job: &ServedJob, conn: TcpStream, dest: SocketAddr, refused: Refused) {
+    let host = decide::record_host(&job.table, dest);
+    let why = &refused.why;
+    refuse(job, conn, &host, dest.port(), refused.code, why, why).await
+}
+
 /// Reads the first bytes until they say what the connection is for.
 async fn read_head(conn: &mut TcpStream, port: u16) -> (Vec<u8>, Sniff) {
     let mut head = Vec::with_capacity(2048);
@@ -157,10 +165,7 @@ async fn proxy_connection(
     };
     let own = match job.own_now().await {
         Ok(own) => own,
-        Err(r) => {
-            let host = decide::record_host(&job.table, dest);
-            return refuse(job, conn, &host, port, r.code, &r.why, &r.why).await;
-        }
+        Err(refused) => return refuse_unjudged(job, conn, dest, refused).await,
     };
     let resolved: Vec<IpAddr> = match decide::target(&job.context(&own), &attempt) {
         Err(reason) => {
@@ -178,10 +183,7 @@ async fn proxy_connection(
     // Read again if they changed while the name was looked up (which may take seconds).
     let own = match job.own_now().await {
         Ok(own) => own,
-        Err(r) => {
-            let host = decide::record_host(&job.table, dest);
-            return refuse(job, conn, &host, port, r.code, &r.why, &r.why).await;
-        }
+        Err(refused) => return refuse_unjudged(job, conn, dest, refused).await,
     };
     match decide::decide(&job.context(&own), &attempt, &resolved) {
         Decision::Deny { host, reason } => {

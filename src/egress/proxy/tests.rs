@@ -661,6 +661,7 @@ fn a_network_the_link_gains_during_a_job_is_refused_to_it() {
             .expect("run ip");
         assert!(out.status.success(), "ip {args:?}: {out:?}");
     };
+    let host_before = crate::egress::host_networks::tests::host_holds(&[[93, 184, 215, 14]]);
     let (before, after, records) = std::thread::spawn(move || {
         nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWNET).expect("unshare");
         ip(&["link", "set", "lo", "up"]);
@@ -699,4 +700,9 @@ fn a_network_the_link_gains_during_a_job_is_refused_to_it() {
     let refused: Vec<_> = records.iter().filter(|r| !r.allowed).collect();
     assert_eq!(refused.len(), 1, "{records:?}");
     assert_eq!(refused[0].host, "93.184.215.14", "{records:?}");
+    assert_eq!(
+        crate::egress::host_networks::tests::host_holds(&[[93, 184, 215, 14]]),
+        host_before,
+        "the host's networks are as they were"
+    );
 }
